@@ -1,0 +1,100 @@
+"""Throughput of the Stampede database endpoints (SQLite and PostgreSQL).
+
+    python bench/bench_db.py [--events 200000] [--batch 5000] [--pg postgresql://postgres@127.0.0.1:5432/postgres]
+
+The stream is the four golden monitord streams repeated with fresh workflow
+uuids until it holds at least `--events` events (as many workflows as
+copies). Events are built before the clock starts: this measures the
+endpoints (loader + database), not the BP parser. PostgreSQL runs into a
+fresh database that is dropped afterwards. Targets: SQLite >= 10,000
+events/s, PostgreSQL >= 50,000 events/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from dbstream import NAMES, batches, golden_events, synthetic  # noqa: E402
+
+from streamer.endpoints import create_endpoint  # noqa: E402
+
+
+def build_stream(golden: Path, at_least: int) -> list:
+    per_copy = sum(len(golden_events(golden, name)) for name in NAMES)
+    copies = -(-at_least // per_copy)
+    return list(synthetic(golden, copies)), copies
+
+
+async def run(url: str, events: list, size: int) -> dict:
+    endpoint = create_endpoint(url)
+    await endpoint.open()
+    chunks = batches(events, size)
+    start = time.perf_counter()
+    for chunk in chunks:
+        await endpoint.write(chunk)
+    elapsed = time.perf_counter() - start
+    await endpoint.close()
+    stats = endpoint.stats
+    return {"events": stats.events, "rows": stats.rows, "batches": stats.batches, "seconds": elapsed,
+            "events/s": stats.events / elapsed, "rows/s": stats.rows / elapsed, "rejected": len(stats.rejected)}
+
+
+def report(label: str, result: dict, target: int) -> None:
+    verdict = "ok" if result["events/s"] >= target else f"BELOW target {target:,}"
+    print(f"{label:<11} {result['events']:>8,} events {result['rows']:>8,} rows in {result['seconds']:6.2f}s  "
+          f"{result['events/s']:>9,.0f} events/s {result['rows/s']:>9,.0f} rows/s  "
+          f"({result['batches']} batches, {result['rejected']} rejected)  {verdict}")
+
+
+async def bench_postgres(admin_dsn: str, events: list, size: int) -> dict:
+    import asyncpg
+
+    name = f"streamer_bench_{uuid.uuid4().hex[:10]}"
+    admin = await asyncpg.connect(admin_dsn)
+    await admin.execute(f"CREATE DATABASE {name}")
+    try:
+        return await run(admin_dsn.rsplit("/", 1)[0] + f"/{name}", events, size)
+    finally:
+        await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        await admin.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--events", type=int, default=200_000)
+    parser.add_argument("--batch", type=int, default=5000, help="events per write (the bus's default: 5000)")
+    parser.add_argument("--golden", default=os.environ.get("STREAMER_SHARED", str(ROOT.parent / "shared")) + "/golden")
+    parser.add_argument("--pg", default=os.environ.get("STREAMER_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres"))
+    parser.add_argument("--skip", choices=["sqlite", "postgres"], action="append", default=[])
+    args = parser.parse_args()
+
+    t0 = time.perf_counter()
+    events, copies = build_stream(Path(args.golden), args.events)
+    print(f"stream: {len(events):,} events, {copies} copies of the 4 golden workflows "
+          f"(built in {time.perf_counter() - t0:.1f}s), batches of {args.batch}")
+    if "sqlite" not in args.skip:
+        with tempfile.TemporaryDirectory() as tmp:
+            for sync in ("full", "normal"):
+                result = asyncio.run(run(f"sqlite:///{tmp}/bench-{sync}.db?synchronous={sync}", events, args.batch))
+                report(f"sqlite/{sync}", result, 10_000)
+    if "postgres" not in args.skip:
+        report("postgresql", asyncio.run(bench_postgres(args.pg, events, args.batch)), 50_000)
+        own = int(create_endpoint(args.pg).option("batch"))
+        if own != args.batch:
+            print(f"postgresql with the endpoint's own batch size ({own:,} events, its `batch` option):")
+            report("postgresql", asyncio.run(bench_postgres(args.pg, events, own)), 50_000)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,113 @@
+"""Load benchmark: >= 1,000,000 events into a JSONL and a BP file at once.
+
+    python bench/bench_load.py [--events 1000000] [--shared ../shared] [--keep]
+
+Builds the input by repeating the corpus streams (../shared/corpus/bp/*.bp and
+../shared/golden/*.bp) to the requested size, then in the same run measures:
+  floor    reading the file and splitting it into lines and key=value words
+           (the least any BP reader in Python does per line);
+  streamer `streamer load BIG --dest file://a.jsonl --dest file://a.bp` in a
+           subprocess on one core (taskset when available): events/s, peak RSS.
+It also loads a quarter of the input to show memory stays flat in the input
+size. Prints events/s of both and the ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def build_input(shared: Path, target: int, out: Path) -> int:
+    lines: list[str] = []
+    for path in sorted((shared / "corpus" / "bp").glob("*.bp")) + sorted((shared / "golden").glob("*.bp")):
+        lines.extend(line for line in path.read_text().splitlines() if line.strip())
+    block = "\n".join(lines) + "\n"
+    count = 0
+    with open(out, "w") as handle:
+        while count < target:
+            handle.write(block)
+            count += len(lines)
+    return count
+
+
+def floor(path: Path) -> float:
+    """Seconds to read `path` in 128 KiB chunks and split every line into its words."""
+    started = time.perf_counter()
+    pending = b""
+    words = 0
+    with open(path, "rb") as handle:
+        while True:
+            data = handle.read(128 * 1024)
+            if not data:
+                break
+            parts = (pending + data).split(b"\n")
+            pending = parts.pop()
+            for line in parts:
+                words += len(line.decode().split())
+    return time.perf_counter() - started
+
+
+_MEASURE = (
+    "import resource, subprocess, sys, time\n"
+    "t = time.perf_counter(); subprocess.run(sys.argv[1:], check=True)\n"
+    "print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+)
+
+
+def run_streamer(path: Path, workdir: Path) -> tuple[float, int]:
+    """Seconds and peak RSS (KiB) of one `streamer load` into a JSONL and a BP file."""
+    for name in ("a.jsonl", "a.bp"):
+        (workdir / name).unlink(missing_ok=True)
+    command = [sys.executable, "-m", "streamer", "load", str(path), "-q",
+               "--dest", f"file://{workdir}/a.jsonl", "--dest", f"file://{workdir}/a.bp"]
+    if shutil.which("taskset"):
+        command = ["taskset", "-c", "0", *command]
+    # a fresh parent per run, so the peak RSS is this run's alone
+    out = subprocess.run([sys.executable, "-c", _MEASURE, *command], check=True, cwd=ROOT,
+                         capture_output=True, text=True).stdout.split()
+    return float(out[0]), int(out[1])
+
+
+def count_lines(path: Path) -> int:
+    with open(path, "rb") as handle:
+        return sum(block.count(b"\n") for block in iter(lambda: handle.read(1 << 20), b""))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--shared", type=Path, default=ROOT.parent / "shared")
+    parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    args = parser.parse_args()
+    workdir = Path(tempfile.mkdtemp(prefix="streamer-bench-"))
+    try:
+        small = workdir / "quarter.bp"
+        big = workdir / "big.bp"
+        n_small = build_input(args.shared, args.events // 4, small)
+        n_big = build_input(args.shared, args.events, big)
+        floor_s = floor(big)
+        small_s, small_rss = run_streamer(small, workdir)
+        big_s, big_rss = run_streamer(big, workdir)
+        written = (count_lines(workdir / "a.jsonl"), count_lines(workdir / "a.bp"))
+        assert written == (n_big, n_big), f"expected {n_big} events in each file, got {written}"
+        print(f"input: {n_big:,} events ({big.stat().st_size / 1e6:.0f} MB)")
+        print(f"floor (read + split lines and words): {n_big / floor_s:>12,.0f} lines/s  ({floor_s:.2f} s)")
+        print(f"streamer load -> JSONL + BP:          {n_big / big_s:>12,.0f} events/s ({big_s:.2f} s, "
+              f"{big_s / floor_s:.1f}x the floor's time)")
+        print(f"peak RSS: {n_small:,} events {small_rss / 1024:.0f} MiB; {n_big:,} events {big_rss / 1024:.0f} MiB")
+    finally:
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

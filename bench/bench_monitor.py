@@ -1,0 +1,141 @@
+"""Workflow-monitor benchmark: `streamer replay` against the real `pegasus-monitord -r`.
+
+    python bench/bench_monitor.py [--jobs 1000,5000,20000] [--monitord /tmp/pegvenv/bin/python]
+                                  [--scenario success] [--db] [--skip-streamer] [--skip-monitord] [--keep]
+
+For each size the synthetic generator (streamer.synth) writes a submit directory of N
+compute jobs (plus create_dir, stage_in, stage_out/register per 1000, cleanup). Each tool
+gets its own identical copy (both write jobstate.log and state files into the run dir):
+
+  streamer  `python -m streamer replay DIR --dest file:///.../streamer.bp`
+  monitord  `python -m Pegasus.cli.pegasus-monitord -r --dest file:///.../monitord.bp <dag>.dagman.out`
+            run from inside the copy, as monitord expects (pegasus-wms lives in its own venv)
+
+Both write a BP file. Printed per tool: wall seconds, events written, events/s, peak RSS
+of the process tree (a fresh parent per run reads RUSAGE_CHILDREN), then the ratio.
+With --db each tool instead loads a Stampede SQLite DB: monitord with no --dest (its
+default sqlite:///<dag>.stampede.db), streamer with --dest sqlite:///<dir>/streamer.stampede.db.
+TZ=UTC for both, so DAGMan's zone-less timestamps read the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from streamer.synth import generate  # noqa: E402
+from streamer.synth.validate import count_bp  # noqa: E402
+
+_MEASURE = (
+    "import resource, subprocess, sys, time\n"
+    "log = open(sys.argv[2], 'w')\n"
+    "t = time.perf_counter(); p = subprocess.run(sys.argv[3:], cwd=sys.argv[1], stdout=log, stderr=log)\n"
+    "print(p.returncode, time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+)
+
+
+def measure(command: list[str], cwd: Path) -> tuple[float, int]:
+    """Seconds and peak RSS (KiB) of `command` run in `cwd`; raises if it fails.
+
+    The tool's own output goes to <cwd>.log, so printing costs the same for both tools.
+    """
+    env = dict(os.environ, TZ="UTC", PYTHONPATH=str(ROOT))
+    log = cwd.with_suffix(".log")
+    proc = subprocess.run([sys.executable, "-c", _MEASURE, str(cwd), str(log), *command], env=env,
+                          capture_output=True, text=True)
+    fields = proc.stdout.split()
+    if proc.returncode or not fields or fields[0] != "0":
+        tail = log.read_text()[-3000:] if log.exists() else ""
+        raise RuntimeError(f"{' '.join(command)} failed:\n{tail}{proc.stderr[-2000:]}")
+    return float(fields[1]), int(fields[2])
+
+
+def streamer_cmd(run_dir: Path, dest: str) -> list[str]:
+    return [sys.executable, "-m", "streamer", "replay", str(run_dir), "-q", "--dest", dest]
+
+
+def monitord_cmd(python: str, run_dir: Path, dest: str | None) -> list[str]:
+    dagman_out = next(run_dir.glob("*.dag.dagman.out")).name
+    return [python, "-m", "Pegasus.cli.pegasus-monitord", "-r", *(["--dest", dest] if dest else []), dagman_out]
+
+
+def sqlite_rows(db: Path) -> int:
+    """Rows in the tables that grow with the workflow (a size check for --db runs)."""
+    import sqlite3
+    with sqlite3.connect(db) as con:
+        return sum(con.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
+                   for t in ("job_instance", "jobstate", "invocation"))
+
+
+def bench_size(n: int, args: argparse.Namespace, work: Path) -> None:
+    started = time.perf_counter()
+    dirs = {tool: generate(work / f"{tool}-{n}", jobs=n, scenario=args.scenario, seed=args.seed)
+            for tool in ("streamer", "monitord")}
+    gen_s = (time.perf_counter() - started) / 2
+    size = sum(f.stat().st_size for f in dirs["monitord"].rglob("*") if f.is_file())
+    print(f"\n== {n:,} compute jobs, scenario {args.scenario}: generated in {gen_s:.1f} s "
+          f"({size / 1e6:.0f} MB per copy)")
+    results: dict[str, tuple[float, int, int]] = {}
+    for tool in ("streamer", "monitord"):
+        if getattr(args, f"skip_{tool}"):
+            continue
+        d = dirs[tool]
+        if args.db:
+            dest = None if tool == "monitord" else f"sqlite:///{d}/streamer.stampede.db"
+            cmd = (monitord_cmd(args.monitord, d, None) if tool == "monitord" else streamer_cmd(d, dest or ""))
+            secs, rss = measure(cmd, d)
+            db = next(d.glob("*.stampede.db")) if tool == "monitord" else d / "streamer.stampede.db"
+            count = sqlite_rows(db)
+            unit = "rows"
+        else:
+            out = work / f"{tool}-{n}.bp"
+            cmd = (monitord_cmd(args.monitord, d, f"file://{out}") if tool == "monitord"
+                   else streamer_cmd(d, f"file://{out}"))
+            secs, rss = measure(cmd, d)
+            count = sum(count_bp(out).values())
+            unit = "events"
+        results[tool] = (secs, count, rss)
+        print(f"{tool:9} {secs:9.2f} s  {count:>10,} {unit}  {count / secs:>10,.0f} {unit}/s  "
+              f"peak RSS {rss / 1024:6.0f} MiB")
+    if len(results) == 2:
+        (s_s, s_n, s_r), (m_s, m_n, m_r) = results["streamer"], results["monitord"]
+        print(f"ratio     streamer is {m_s / s_s:.1f}x faster (throughput {(s_n / s_s) / (m_n / m_s):.1f}x), "
+              f"RSS {s_r / m_r:.2f}x monitord's; counts {s_n:,} vs {m_n:,}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--jobs", default="1000,5000,20000", help="comma-separated compute-job counts")
+    ap.add_argument("--monitord", default="/tmp/pegvenv/bin/python", help="a python with pegasus-wms installed")
+    ap.add_argument("--scenario", default="success")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--db", action="store_true", help="load a Stampede SQLite DB instead of writing BP")
+    ap.add_argument("--skip-streamer", action="store_true")
+    ap.add_argument("--skip-monitord", action="store_true")
+    ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    args = ap.parse_args()
+    if not args.skip_monitord and not shutil.which(args.monitord):
+        ap.error(f"{args.monitord} not found: python3 -m venv /tmp/pegvenv && /tmp/pegvenv/bin/pip install pegasus-wms")
+    work = Path(tempfile.mkdtemp(prefix="streamer-bench-monitor-"))
+    try:
+        for n in (int(x) for x in args.jobs.split(",")):
+            bench_size(n, args, work)
+    finally:
+        if args.keep:
+            print(f"kept {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

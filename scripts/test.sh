@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Run the whole test suite on a fresh machine: installs what it needs into .venv,
+# starts local PostgreSQL / RabbitMQ if they are installed but stopped, runs pytest.
+# Extra arguments go to pytest (e.g. scripts/test.sh -k codecs).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+. scripts/venv.sh
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
+
+port_open() { .venv/bin/python -c "import socket,sys; socket.create_connection(('127.0.0.1', int(sys.argv[1])), 1)" "$1" 2>/dev/null; }
+wait_port() { for _ in $(seq 1 "$2"); do port_open "$1" && return 0; sleep 1; done; return 1; }
+
+if ! port_open 5432 && command -v pg_ctlcluster >/dev/null 2>&1; then
+  echo "test.sh: starting PostgreSQL"
+  for version in $(ls /etc/postgresql 2>/dev/null); do
+    pg_ctlcluster --skip-systemctl-redirect "$version" main start || true
+  done
+  wait_port 5432 30 || echo "test.sh: PostgreSQL did not come up" >&2
+fi
+if ! port_open 5672 && command -v rabbitmq-server >/dev/null 2>&1; then
+  echo "test.sh: starting RabbitMQ"
+  rabbitmq-server -detached || true
+  wait_port 5672 90 || echo "test.sh: RabbitMQ did not come up" >&2
+fi
+
+exec .venv/bin/python -m pytest -q "$@"

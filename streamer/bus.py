@@ -1,0 +1,350 @@
+"""In-process fan-out: every event to every endpoint, each with its own filter,
+bounded buffer, task, batching and acknowledgements.
+
+    source ──publish(Batch)──► Bus ─┬─► Route(filter, buffer) ─► task ─► endpoint.write(batch)
+                                    ├─► Route(...)            ─► task ─► ...
+                                    └─► checkpoint: min(acked seq) ─► source.commit(position)
+
+- Each published source batch gets a sequence number. A route acknowledges a
+  sequence number once its endpoint's `write` returned for every event up to
+  it (events its filter dropped count as acknowledged).
+- The source's checkpoint only advances to positions every route has
+  acknowledged (Filebeat's registry idea): a restart neither loses nor repeats.
+- Backpressure is per route: once a route's memory buffer is full, further
+  batches for it are parked in its overflow file on disk (`overflow.py`) and
+  read back in order when it catches up, so a slow endpoint slows only itself.
+  Publishing waits only when that file reaches its cap too (or when overflow
+  is off: `?overflow=off`).
+- A failing endpoint is reported with its (masked) name. Policy `stop` (the
+  default) ends the run with an error; `isolate` keeps the others running and
+  freezes the checkpoint at what the failed endpoint acknowledged, so a rerun
+  re-delivers what it missed (endpoints drop duplicates by stable id).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Sequence
+
+from .endpoints.base import Endpoint
+from .events import Event
+from .filters import EventFilter
+from .overflow import OverflowFile
+from .sources.base import Batch
+
+log = logging.getLogger("streamer.bus")
+
+DEFAULT_BUFFER = 50_000
+DEFAULT_BATCH = 5_000
+DEFAULT_OVERFLOW_BYTES = 1 << 30
+
+
+class BusError(RuntimeError):
+    """An endpoint failed under the `stop` policy."""
+
+
+@dataclass
+class RouteStats:
+    delivered: int = 0
+    batches: int = 0
+    busy_seconds: float = 0.0
+
+
+class Route:
+    """One endpoint in the bus: its filter, buffer and delivery task."""
+
+    def __init__(self, endpoint: Endpoint, events: EventFilter, *, buffer: int, batch: int,
+                 overflow_bytes: int = DEFAULT_OVERFLOW_BYTES, overflow_dir: str | None = None) -> None:
+        self.endpoint = endpoint
+        self.filter = events
+        self.capacity = max(1, buffer)
+        self.batch_max = max(1, batch)
+        self.pending: deque[tuple[int, list[Event]]] = deque()
+        self.buffered = 0
+        self.acked_seq = 0
+        self.failed: BaseException | None = None
+        self.stats = RouteStats()
+        self.overflow_bytes = overflow_bytes
+        self.overflow_dir = overflow_dir
+        self.overflow: OverflowFile | None = None
+        self._has_data = asyncio.Event()
+        self._has_room = asyncio.Event()
+        self._has_room.set()
+        self._closing = False
+        self.task: asyncio.Task[None] | None = None
+
+    @property
+    def name(self) -> str:
+        return self.endpoint.name
+
+    async def put(self, seq: int, events: list[Event]) -> None:
+        """Queue the events of source batch `seq` that pass the filter.
+
+        Memory first; when that is full, the overflow file (order kept: once
+        anything is parked, newer batches are parked behind it); wait only when
+        both are full.
+        """
+        if self.failed is not None:
+            return
+        if not self.filter.matches_all:
+            match = self.filter.match
+            events = [e for e in events if match(e.name)]
+        while True:
+            if self.failed is not None:
+                return
+            parked = self.overflow is not None and len(self.overflow) > 0
+            if not parked and self.buffered < self.capacity:
+                self.pending.append((seq, events))
+                self.buffered += len(events)
+                break
+            if self.overflow_bytes > 0 and not (self.overflow is not None and self.overflow.full):
+                if self.overflow is None:
+                    self.overflow = OverflowFile(self.overflow_dir, "route", self.overflow_bytes)
+                    log.info("endpoint %s is behind: parking events in %s", self.name, self.overflow.path)
+                self.overflow.append(seq, events)
+                break
+            self._has_room.clear()
+            await self._has_room.wait()
+        self._has_data.set()
+
+    def _refill(self) -> None:
+        """Move parked batches back into memory once it has room."""
+        overflow = self.overflow
+        while overflow is not None and len(overflow) and self.buffered < self.capacity:
+            seq, events = overflow.pop()
+            self.pending.append((seq, events))
+            self.buffered += len(events)
+
+    def _take(self) -> tuple[int, list[Event]]:
+        """Whole source batches up to `batch_max` events: (last seq, events)."""
+        seq, events = self.pending.popleft()
+        taken = list(events)
+        while self.pending and len(taken) + len(self.pending[0][1]) <= self.batch_max:
+            seq, more = self.pending.popleft()
+            taken.extend(more)
+        return seq, taken
+
+    async def run(self, on_ack: Callable[[], None]) -> None:
+        while True:
+            self._refill()
+            if not self.pending:
+                if self._closing:
+                    return
+                self._has_data.clear()
+                await self._has_data.wait()
+                continue
+            seq, events = self._take()
+            if events:
+                started = time.perf_counter()
+                await self.endpoint.write(events)
+                self.stats.busy_seconds += time.perf_counter() - started
+                self.stats.delivered += len(events)
+                self.stats.batches += 1
+                self.buffered -= len(events)
+            self.acked_seq = seq
+            if self.buffered < self.capacity:
+                self._has_room.set()
+            on_ack()
+
+    def close_when_drained(self) -> None:
+        self._closing = True
+        self._has_data.set()
+
+    def discard(self) -> None:
+        """After a failure: drop the buffer and release publishers waiting for room."""
+        self.pending.clear()
+        self.buffered = 0
+        self.close_overflow()
+        self._has_room.set()
+
+    def close_overflow(self) -> None:
+        if self.overflow is not None:
+            self.overflow.close()
+            self.overflow = None
+
+
+@dataclass
+class Bus:
+    """Fan-out of source batches to routes, with checkpoints committed to the source."""
+
+    routes: list[Route]
+    on_error: str = "stop"
+    commit: Callable[[Any], Awaitable[None]] | None = None
+    checkpoint_interval: float = 1.0
+    published_events: int = 0
+    published_batches: int = 0
+    _seq: int = 0
+    _positions: deque[tuple[int, Any]] = field(default_factory=deque)
+    _committed_seq: int = 0
+    _last_commit: float = 0.0
+    _error: BusError | None = None
+    _ack_event: asyncio.Event = field(default_factory=asyncio.Event)
+    _committer: asyncio.Task[None] | None = None
+    _closed: bool = False
+    _commit_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    async def start(self) -> None:
+        """Open every endpoint (concurrently) and start their tasks."""
+        results = await asyncio.gather(*(r.endpoint.open() for r in self.routes), return_exceptions=True)
+        for route, result in zip(self.routes, results):
+            if isinstance(result, BaseException):
+                if not isinstance(result, Exception):
+                    raise result
+                self._fail(route, result)
+        for route in self.routes:
+            if route.failed is None:
+                route.task = asyncio.create_task(self._run_route(route), name=f"endpoint {route.name}")
+        self._committer = asyncio.create_task(self._commit_loop(), name="checkpoint")
+        self._raise_if_stopped()
+
+    async def _run_route(self, route: Route) -> None:
+        try:
+            await route.run(self._ack_event.set)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # endpoint failure: report, apply policy
+            self._fail(route, exc)
+
+    def _fail(self, route: Route, exc: BaseException) -> None:
+        route.failed = exc
+        route.discard()
+        message = f"endpoint {route.name} failed: {exc}"
+        if self.on_error == "isolate":
+            log.error("%s (isolated; the other endpoints continue)", message)
+        else:
+            log.error("%s", message)
+            if self._error is None:
+                self._error = BusError(message)
+        self._ack_event.set()
+
+    def _raise_if_stopped(self) -> None:
+        if self._error is not None:
+            raise self._error
+        if self.routes and all(r.failed is not None for r in self.routes):
+            raise BusError("every endpoint has failed")
+
+    @property
+    def error(self) -> BusError | None:
+        return self._error
+
+    async def publish(self, batch: Batch) -> None:
+        """Hand one source batch to every route (waits while a route's buffer is full)."""
+        self._raise_if_stopped()
+        self._seq += 1
+        seq = self._seq
+        self._positions.append((seq, batch.position))
+        for route in self.routes:
+            if route.failed is None:
+                await route.put(seq, batch.events)
+        self.published_events += len(batch.events)
+        self.published_batches += 1
+        self._raise_if_stopped()
+
+    def acked_seq(self) -> int:
+        """Highest sequence number every route (failed ones included) has acknowledged."""
+        if not self.routes:
+            return self._seq
+        return min(r.acked_seq for r in self.routes)
+
+    async def _commit_loop(self) -> None:
+        while True:
+            await self._ack_event.wait()
+            self._ack_event.clear()
+            wait = self.checkpoint_interval - (time.monotonic() - self._last_commit)
+            if wait > 0:
+                await asyncio.sleep(wait)
+            await self.checkpoint()
+
+    async def checkpoint(self, *, final: bool = False) -> None:
+        """Flush the endpoints, then commit the furthest position all have acknowledged.
+
+        One at a time: a source's commit may write its checkpoint file in a thread."""
+        async with self._commit_lock:
+            await self._checkpoint(final)
+
+    async def _checkpoint(self, final: bool) -> None:
+        self._last_commit = time.monotonic()
+        target = self.acked_seq()
+        if target <= self._committed_seq and not final:
+            return
+        for route in self.routes:
+            if route.failed is None:
+                try:
+                    await route.endpoint.flush()
+                except Exception as exc:
+                    self._fail(route, exc)
+                    return
+        position, found = None, False
+        while self._positions and self._positions[0][0] <= target:
+            _, popped = self._positions.popleft()
+            if popped is not None:  # a batch may carry no position of its own
+                position, found = popped, True
+        self._committed_seq = max(self._committed_seq, target)
+        if found and position is not None and self.commit is not None:
+            await self.commit(position)
+
+    async def drain(self) -> None:
+        """Wait until every live route delivered everything published so far."""
+        while any(r.failed is None and r.acked_seq < self._seq for r in self.routes):
+            self._ack_event.set()
+            tasks = [r.task for r in self.routes if r.failed is None and r.task is not None]
+            if tasks and all(t.done() for t in tasks):
+                break
+            await asyncio.sleep(0.01)
+
+    async def close(self) -> None:
+        """Deliver everything buffered, commit the final checkpoint, close endpoints."""
+        if self._closed:
+            return
+        self._closed = True
+        for route in self.routes:
+            route.close_when_drained()
+        tasks = [r.task for r in self.routes if r.task is not None]
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        if self._committer is not None:
+            async with self._commit_lock:  # never cancel a commit half-way (its thread would go on)
+                self._committer.cancel()
+            await asyncio.gather(self._committer, return_exceptions=True)
+        await self.checkpoint(final=True)
+        for route in self.routes:
+            route.close_overflow()
+            try:
+                await route.endpoint.close()
+            except Exception as exc:
+                if route.failed is None:
+                    self._fail(route, exc)
+
+    def summary(self) -> list[tuple[str, int, BaseException | None]]:
+        return [(r.name, r.stats.delivered, r.failed) for r in self.routes]
+
+
+def make_route(endpoint: Endpoint, events: str | None = None, *, buffer: int | None = None,
+               batch: int | None = None) -> Route:
+    """A route for `endpoint`: filter from `events`, its `?events=` option, or its default.
+
+    Options read here: `buffer` (events in memory), `batch` (events per write),
+    `overflow` (`off`, or the byte cap of the overflow file; default 1 GiB),
+    `overflow_dir` (default: the system's temporary directory).
+    """
+    patterns = events or endpoint.option("events") or endpoint.default_events
+    overflow = str(endpoint.option("overflow", DEFAULT_OVERFLOW_BYTES)).strip().lower()
+    overflow_bytes = 0 if overflow in ("off", "0", "false", "no") else int(overflow)
+    return Route(
+        endpoint,
+        EventFilter(patterns),
+        buffer=int(buffer or endpoint.option("buffer") or DEFAULT_BUFFER),
+        batch=int(batch or endpoint.option("batch") or DEFAULT_BATCH),
+        overflow_bytes=overflow_bytes,
+        overflow_dir=endpoint.option("overflow_dir"),
+    )
+
+
+async def publish_all(bus: Bus, batches: Sequence[Batch]) -> None:
+    """Convenience for tests and small tools: publish a list of batches."""
+    for batch in batches:
+        await bus.publish(batch)

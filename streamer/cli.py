@@ -1,0 +1,310 @@
+"""`streamer` command line."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .config import ConfigError, EndpointSpec, Settings, from_properties, load_toml, normalise_url
+from .endpoints import EndpointError
+from .filters import EventFilter, FilterError
+from .runtime import run, setup_logging
+from .urls import mask
+
+log = logging.getLogger("streamer")
+
+DESCRIPTION = """\
+streamer turns Pegasus / HTCondor DAGMan workflow logs into Stampede events
+and publishes every event to many endpoints at once, each with its own filter
+and buffer: JSON-lines or BP files, a terminal, AMQP (RabbitMQ), PostgreSQL,
+and an embedded SQLite Stampede database.
+"""
+
+EPILOG = """\
+endpoint URLs (--dest, repeatable; each takes ?events=PATTERNS):
+  file:///abs/events.jsonl      JSON lines, monitord's AMQP form (keys with . -> _)
+  file:///abs/events.bp         NetLogger BP lines (suffix decides; ?encoding=json|bp)
+  /abs/events.bp, out.jsonl     a bare path is a file
+  -  or  term:                   the terminal (term:?format=json&events=stampede.xwf.*)
+  amqp://user:pass@host:5672/vhost/exchange   RabbitMQ topic exchange (amqps:// for TLS)
+  postgresql://user@host:5432/db              Stampede schema, created if missing
+  sqlite:///relative.db  sqlite:////abs.db    Stampede schema, embedded
+
+filters (?events=, --events): comma-separated globs, OR-ed; * matches any run
+of characters (dots too), ? one character, !pattern excludes.
+  'stampede.xwf.*,stampede.inv.end'   'stampede.job_inst.*,!stampede.job_inst.image.info'
+
+examples:
+  streamer load run.bp --dest file:///tmp/all.jsonl --dest 'file:///tmp/wf.bp?events=stampede.xwf.*'
+  streamer load run.bp --dest amqp://guest:guest@localhost:5672/%2F/pegasus --follow --checkpoint run.ckpt
+  streamer tail /tmp/all.jsonl --events 'stampede.job_inst.main.end'
+  streamer tail amqp://guest:guest@localhost/%2F/pegasus --events 'stampede.job_inst.*'
+  streamer replay /path/to/submit/dir            # jobstate.log + <dag>.stampede.db, like monitord -r
+  streamer follow /path/to/submit/dir --dest amqp://...   # live, until DAGMan exits
+"""
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, max_help_position=34)
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more messages (-vv for debug)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress line and no summary")
+
+
+def _endpoint_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("endpoints")
+    group.add_argument("-d", "--dest", action="append", default=[], metavar="URL",
+                       help="endpoint URL (repeatable); see the list below")
+    group.add_argument("--events", metavar="PATTERNS",
+                       help="filter for endpoints that have none of their own (default: all events)")
+    group.add_argument("--config", metavar="TOML", help="streamer.toml with [[endpoint]] tables")
+    group.add_argument("--conf", metavar="PROPERTIES",
+                       help="pegasus.properties: pegasus.catalog.workflow[.<name>].url/.events, "
+                            "pegasus.monitord.encoding")
+    group.add_argument("--on-error", choices=("stop", "isolate"),
+                       help="a failing endpoint stops the run (default) or is isolated while the others go on")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="streamer", description=DESCRIPTION, epilog=EPILOG,
+                                     formatter_class=HelpFormatter)
+    parser.add_argument("--version", action="version", version=f"streamer {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    load = commands.add_parser("load", help="publish the events of .bp / .jsonl files to endpoints",
+                               description="Read Stampede events from .bp or .jsonl files (replay to the end, "
+                                           "or --follow like tail -F) and publish them to every --dest.",
+                               epilog=EPILOG, formatter_class=HelpFormatter)
+    load.add_argument("files", nargs="+", metavar="FILE", help=".bp or .jsonl event file(s)")
+    _endpoint_options(load)
+    load.add_argument("-f", "--follow", action="store_true",
+                      help="keep reading as the files grow (rotation, truncation, late creation handled)")
+    load.add_argument("--checkpoint", metavar="PATH",
+                      help="resume from / save the acknowledged position here (no loss, no repeats)")
+    load.add_argument("--strict", action="store_true", help="stop at the first malformed line")
+    _common(load)
+
+    tail = commands.add_parser("tail", help="print events as they arrive (event file or AMQP broker)",
+                               description="Print events from an event file (like tail -F) or from an "
+                                           "AMQP exchange, one readable line each.",
+                               epilog=EPILOG, formatter_class=HelpFormatter)
+    tail.add_argument("source", metavar="FILE|AMQP-URL")
+    tail.add_argument("--events", metavar="PATTERNS", default="*", help="only events matching these globs")
+    tail.add_argument("--format", choices=("pretty", "bp", "json"), default="pretty")
+    tail.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    tail.add_argument("--from-start", action="store_true", help="files: print what is already there first")
+    tail.add_argument("--no-follow", action="store_true", help="files: print and exit at the end")
+    tail.add_argument("--queue", metavar="NAME", help="AMQP: read this durable queue instead of a private one")
+    _common(tail)
+
+    for name, follow in (("replay", False), ("follow", True)):
+        what = ("Read a workflow's logs from the start to the end and exit (like pegasus-monitord -r)."
+                if not follow else "Follow a running workflow live until DAGMan exits.")
+        cmd = commands.add_parser(name, help=what.split(" (")[0].lower().rstrip("."), description=what +
+                                  " With no --dest, writes jobstate.log and <dag>.stampede.db next to "
+                                  "the workflow, as monitord does.", epilog=EPILOG, formatter_class=HelpFormatter)
+        cmd.add_argument("path", metavar="SUBMIT_DIR|DAGMAN_OUT")
+        _endpoint_options(cmd)
+        cmd.add_argument("--no-recursive", action="store_true", help="do not follow sub-workflows")
+        cmd.add_argument("--timezone", metavar="TZ", help="zone of DAGMan's zone-less times (default: local)")
+        cmd.add_argument("--append", action="store_true",
+                         help="database endpoints: keep rows of an earlier load of this workflow")
+        cmd.add_argument("--no-jobstate", action="store_true", help="do not write jobstate.log")
+        cmd.add_argument("--state", metavar="PATH", help="where to keep the resume state "
+                         "(default: streamer.state.json in the submit dir)")
+        if follow:
+            cmd.add_argument("--keep-alive", action="store_true",
+                             help="after DAGMan exits, keep waiting for a restart (rescue DAG)")
+        _common(cmd)
+
+    demo = commands.add_parser("demo", help="replay the bundled example workflow (no servers needed)")
+    demo.add_argument("--out", metavar="DIR", default="streamer-demo",
+                      help="where to put the example workflow and its outputs (default: ./streamer-demo)")
+    _common(demo)
+    return parser
+
+
+# ---------------------------------------------------------------- settings
+
+def collect_endpoints(args: argparse.Namespace, defaults: list[str] | None = None) -> Settings:
+    """Endpoints from --config, --conf and --dest (in that order); `defaults` if none."""
+    settings = Settings()
+    if getattr(args, "config", None):
+        settings = load_toml(args.config)
+    if getattr(args, "conf", None):
+        props = from_properties(args.conf)
+        settings.endpoints.extend(props.endpoints)
+        settings.encoding = props.encoding
+    for url in getattr(args, "dest", []) or []:
+        settings.endpoints.append(EndpointSpec(url=normalise_url(url)))
+    if not settings.endpoints and defaults:
+        settings.endpoints = [EndpointSpec(url=u) for u in defaults]
+    default_filter = getattr(args, "events", None)
+    for spec in settings.endpoints:
+        if "events=" in spec.url.partition("?")[2]:
+            continue
+        spec.events = spec.events or default_filter
+    if getattr(args, "on_error", None):
+        settings.on_error = args.on_error
+    for spec in settings.endpoints:
+        if spec.events:
+            EventFilter(spec.events)  # raise FilterError early, naming the pattern
+        if settings.encoding and spec.url.startswith("file:") and "encoding=" not in spec.url:
+            spec.options.setdefault("encoding", settings.encoding.lower())
+    return settings
+
+
+# ---------------------------------------------------------------- commands
+
+async def cmd_load(args: argparse.Namespace) -> int:
+    from .pipeline import print_summary, run_pipeline
+    from .sources.eventfile import EventFileSource
+
+    settings = collect_endpoints(args)
+    if not settings.endpoints:
+        raise ConfigError("no endpoint: give --dest URL (e.g. --dest file:///tmp/events.jsonl), --config or --conf")
+    for name in args.files:
+        path = Path(name)
+        if path.is_dir():
+            raise ConfigError(f"{name}: is a directory, not an event file (for a submit dir use: streamer replay {name})")
+        if not args.follow and not path.exists():
+            raise ConfigError(f"{name}: no such file")
+    source = EventFileSource(args.files, follow=args.follow, checkpoint=args.checkpoint or settings.checkpoint,
+                             strict=args.strict, report=_report)
+    result = await run_pipeline(source, settings.endpoints, on_error=settings.on_error,
+                                progress=None if not args.quiet else False)
+    if not args.quiet:
+        print_summary(result, sys.stderr, bad_lines=source.stats.bad)
+    if args.strict and source.stats.bad and result.exit_code == 0:
+        return 1
+    return result.exit_code
+
+
+def _report(message: str) -> None:
+    sys.stderr.write(f"streamer: {message}\n")
+
+
+def _tail_start(path: Path) -> Any:
+    """A FilePosition at the current end of `path` (line count included), or None."""
+    from .sources.follow import FilePosition
+
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    lines = 0
+    with open(path, "rb") as handle:
+        remaining = st.st_size
+        while remaining > 0:
+            block = handle.read(min(remaining, 1 << 20))
+            if not block:
+                break
+            lines += block.count(b"\n")
+            remaining -= len(block)
+    return FilePosition(str(path), st.st_dev, st.st_ino, st.st_size, lines)
+
+
+async def cmd_tail(args: argparse.Namespace) -> int:
+    from .endpoints.terminal import TerminalEndpoint
+    from .pipeline import run_pipeline
+    from .urls import EndpointURL
+
+    terminal = TerminalEndpoint(EndpointURL.parse("-"), {"format": args.format, "color": args.color,
+                                                          "events": args.events})
+    if args.source.startswith(("amqp://", "amqps://")):
+        try:
+            from .sources.amqp import AMQPSource
+        except ImportError as exc:
+            raise ConfigError(f"AMQP tail is not available: {exc}") from None
+        source = AMQPSource(args.source, events=args.events, queue=args.queue)
+        setattr(source, "follow", True)
+    else:
+        from .sources.eventfile import EventFileSource
+
+        path = Path(args.source)
+        if path.is_dir():
+            raise ConfigError(f"{args.source}: is a directory, not an event file")
+        if args.no_follow and not path.exists():
+            raise ConfigError(f"{args.source}: no such file")
+        source = EventFileSource([path], follow=not args.no_follow, report=_report)
+        if not args.from_start and not args.no_follow:
+            start = _tail_start(path)
+            if start is not None:
+                source.positions[source.key(path)] = start
+    result = await run_pipeline(source, [], endpoints=[terminal], progress=False)
+    return result.exit_code
+
+
+async def cmd_monitor(args: argparse.Namespace, *, follow: bool) -> int:
+    from .pipeline import print_summary, run_pipeline
+
+    try:
+        from .monitor import markers
+        from .monitor.source import WorkflowSource
+    except ImportError as exc:
+        raise ConfigError(f"the workflow monitor is not available in this build: {exc}") from None
+    path = Path(args.path)
+    if not path.exists():
+        raise ConfigError(f"{args.path}: no such submit directory or dagman.out file")
+    source = WorkflowSource(path, follow=follow, recursive=not args.no_recursive, timezone=args.timezone,
+                            keep_alive=getattr(args, "keep_alive", False), write_jobstate=not args.no_jobstate,
+                            state_path=Path(args.state) if args.state else None)
+    settings = collect_endpoints(args, defaults=[source.default_db_url()])
+    defaults = {"replay": not args.append and not follow}
+    if not args.dest and not args.config and not args.conf and not args.quiet:
+        sys.stderr.write(f"streamer: no --dest: writing {mask(settings.endpoints[0].url)} and jobstate.log\n")
+    started = time.time()
+    markers.write_started(Path(source.submit_dir), started)
+    result = await run_pipeline(source, settings.endpoints, on_error=settings.on_error, defaults=defaults,
+                                progress=None if not args.quiet else False, label="events")
+    if result.exit_code == 0 and result.interrupted is None:
+        markers.write_done(Path(source.submit_dir), started, time.time())
+    if not args.quiet:
+        print_summary(result, sys.stderr)
+    return result.exit_code
+
+
+async def cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    return await run_demo(Path(args.out), quiet=args.quiet)
+
+
+async def dispatch(args: argparse.Namespace) -> int:
+    if args.command == "load":
+        return await cmd_load(args)
+    if args.command == "tail":
+        return await cmd_tail(args)
+    if args.command in ("replay", "follow"):
+        return await cmd_monitor(args, follow=args.command == "follow")
+    if args.command == "demo":
+        return await cmd_demo(args)
+    raise ConfigError(f"unknown command {args.command}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.print_help()
+        return 2
+    setup_logging(getattr(args, "verbose", 0))
+    try:
+        return run(dispatch(args))
+    except (ConfigError, FilterError, EndpointError, ValueError, OSError) as exc:
+        sys.stderr.write(f"streamer: error: {mask(str(exc))}\n")
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

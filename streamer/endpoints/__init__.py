@@ -1,0 +1,43 @@
+"""Endpoint registry: URL scheme -> endpoint class (imported lazily)."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from ..urls import EndpointURL
+from .base import Endpoint, EndpointError
+
+# scheme -> "module:Class"; modules are imported only when a URL uses them, so a
+# missing optional driver never breaks the other endpoints.
+REGISTRY: dict[str, str] = {
+    "file": "streamer.endpoints.files:FileEndpoint",
+    "term": "streamer.endpoints.terminal:TerminalEndpoint",
+    "amqp": "streamer.endpoints.amqp:AMQPEndpoint",
+    "amqps": "streamer.endpoints.amqp:AMQPEndpoint",
+    "postgresql": "streamer.endpoints.postgres:PostgresEndpoint",
+    "postgres": "streamer.endpoints.postgres:PostgresEndpoint",
+    "sqlite": "streamer.endpoints.sqlite:SQLiteEndpoint",
+}
+
+
+def endpoint_class(scheme: str) -> type[Endpoint]:
+    target = REGISTRY.get(scheme)
+    if target is None:
+        known = ", ".join(sorted(s for s in REGISTRY if s != "term"))
+        raise EndpointError(f"unknown endpoint scheme {scheme!r} (known: {known})")
+    module_name, class_name = target.split(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise EndpointError(f"endpoint {scheme}:// is not available: {exc}") from None
+    return getattr(module, class_name)
+
+
+def create_endpoint(url: str | EndpointURL, options: dict[str, Any] | None = None) -> Endpoint:
+    """An endpoint for `url` (query parameters and `options` become its options)."""
+    parsed = url if isinstance(url, EndpointURL) else EndpointURL.parse(url)
+    return endpoint_class(parsed.scheme)(parsed, options)
+
+
+__all__ = ["Endpoint", "EndpointError", "REGISTRY", "create_endpoint", "endpoint_class"]

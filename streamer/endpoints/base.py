@@ -1,0 +1,62 @@
+"""The one small interface every endpoint implements.
+
+The bus owns filtering, buffering and ordering; an endpoint only turns a batch
+of events into durable output. `write(batch)` returns once the batch is
+acknowledged (written and flushed to the OS, confirmed by the broker,
+committed by the database): only then may followers checkpoint past it. An
+exception from `write` means the batch was not (fully) delivered; the bus
+reports it and applies the run's failure policy.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any, ClassVar, Sequence
+
+from ..events import Event
+from ..urls import EndpointURL
+
+
+class EndpointError(RuntimeError):
+    """A failure of an endpoint, with a message fit for the user (no secrets)."""
+
+
+class Endpoint(abc.ABC):
+    """Base of all endpoints: subclass, set `schemes`, implement `write`."""
+
+    schemes: ClassVar[tuple[str, ...]] = ()
+    default_events: ClassVar[str] = "*"
+    """Filter used when neither `?events=` nor the config gives one."""
+
+    def __init__(self, url: EndpointURL, options: dict[str, Any] | None = None) -> None:
+        self.url = url
+        self.options: dict[str, Any] = {**url.options, **(options or {})}
+
+    @property
+    def name(self) -> str:
+        """Display name: the URL with any password masked."""
+        return self.url.masked
+
+    async def open(self) -> None:
+        """Connect / open files. Called once before the first write."""
+
+    @abc.abstractmethod
+    async def write(self, batch: Sequence[Event]) -> None:
+        """Deliver `batch` in order; return only once it is acknowledged."""
+
+    async def flush(self) -> None:
+        """Make everything written so far durable (e.g. fsync). Called at checkpoints and exit."""
+
+    async def close(self) -> None:
+        """Release resources; everything written must be delivered by now."""
+
+    def option(self, key: str, default: Any = None) -> Any:
+        return self.options.get(key, default)
+
+    def flag(self, key: str, default: bool = False) -> bool:
+        value = self.options.get(key)
+        if value is None:
+            return default
+        if isinstance(value, bool):
+            return value
+        return str(value).strip().lower() in ("1", "true", "yes", "on")

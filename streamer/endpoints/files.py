@@ -1,0 +1,92 @@
+"""`file://` endpoint: JSON lines or BP, appended, one write per batch (aiofiles).
+
+Encoding comes from `?encoding=json|bp`, else from the suffix (`.jsonl`,
+`.json`, `.ndjson` -> JSON; anything else -> BP, monitord's default).
+`?fsync=true` makes every checkpoint fsync the file; `?mode=truncate` starts
+the file afresh instead of appending.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Sequence
+from urllib.parse import unquote, urlsplit
+
+import aiofiles
+
+from ..events import Event, bp, jsonenc
+from ..urls import EndpointURL
+from .base import Endpoint, EndpointError
+
+JSON_SUFFIXES = (".jsonl", ".json", ".ndjson")
+
+
+def file_path(url: EndpointURL) -> Path:
+    """`file:///abs/x.bp` -> /abs/x.bp; `file://rel/x.bp` and `file:rel/x.bp` -> rel/x.bp."""
+    parts = urlsplit(url.base)
+    path = unquote(parts.netloc + parts.path) if parts.netloc not in ("", "localhost") else unquote(parts.path)
+    if not path:
+        raise EndpointError(f"{url.masked}: no file path")
+    return Path(path)
+
+
+def encoding_for(path: Path, requested: str | None) -> str:
+    if requested:
+        value = requested.lower()
+        if value not in ("json", "bp"):
+            raise EndpointError(f"unknown encoding {requested!r} (use json or bp)")
+        return value
+    return "json" if path.suffix.lower() in JSON_SUFFIXES else "bp"
+
+
+def encode_batch(events: Sequence[Event], encoding: str) -> bytes:
+    """One newline-terminated record per event."""
+    if encoding == "json":
+        return b"\n".join(map(jsonenc.dumps, events)) + b"\n"
+    return ("\n".join(map(bp.format_event, events)) + "\n").encode()
+
+
+class FileEndpoint(Endpoint):
+    schemes = ("file",)
+
+    def __init__(self, url: EndpointURL, options: dict | None = None) -> None:
+        super().__init__(url, options)
+        self.path = file_path(url)
+        self.encoding = encoding_for(self.path, self.option("encoding"))
+        self.fsync = self.flag("fsync")
+        self._file = None
+        self._dirty = False
+
+    async def open(self) -> None:
+        if self.path.is_dir():
+            raise EndpointError(f"{self.path}: is a directory")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            mode = "wb" if str(self.option("mode", "append")).lower() == "truncate" else "ab"
+            self._file = await aiofiles.open(self.path, mode)
+        except OSError as exc:
+            raise EndpointError(f"{self.path}: cannot open for writing: {exc.strerror or exc}") from None
+
+    async def write(self, batch: Sequence[Event]) -> None:
+        if self._file is None:
+            await self.open()
+        data = encode_batch(batch, self.encoding)
+        try:
+            await self._file.write(data)
+            await self._file.flush()
+        except OSError as exc:
+            raise EndpointError(f"{self.path}: write failed: {exc.strerror or exc}") from None
+        self._dirty = True
+
+    async def flush(self) -> None:
+        if self._file is not None and self.fsync and self._dirty:
+            await self._file.flush()
+            os.fsync(self._file.fileno())
+            self._dirty = False
+
+    async def close(self) -> None:
+        if self._file is not None:
+            await self.flush()
+            await self._file.close()
+            self._file = None

@@ -1,0 +1,269 @@
+"""PostgreSQL endpoint: `postgresql://user[:password]@host:port/database` (asyncpg).
+
+One batch = one transaction on a pooled connection: the loader plans the
+batch's rows in memory (ids included), then a handful of `executemany`
+calls write them. Ids come from the tables' sequences, reserved for the
+whole batch in one round trip, so several streamers (one per workflow, as
+with monitord) can share a database.
+
+A lost connection (server restart, `pg_terminate_backend`, network) rolls
+the transaction back; the endpoint forgets its cached ids, reconnects with
+back-off and writes the batch again. Because every insert is idempotent on
+the table's natural key, a batch whose COMMIT reached the server but whose
+acknowledgement did not is written again without duplicating anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from typing import Any, Sequence
+
+from ..events import Event
+from ..urls import EndpointURL, mask
+from . import stampede_schema as schema
+from .base import Endpoint, EndpointError
+from .dbcommon import WriteStats
+from .loader import FRESH_TABLES, ID_TABLES, POSTGRESQL, Loader, Plan, doomed_sql, expunge_statements, insert_sql
+
+log = logging.getLogger("streamer.endpoints.db")
+
+try:
+    import asyncpg
+except ModuleNotFoundError:  # pragma: no cover - asyncpg is a runtime dependency
+    asyncpg = None  # type: ignore[assignment]
+
+_ADVISORY_LOCK = 0x5354414D  # "STAM": serialises schema creation between writers
+
+
+def _connection_errors() -> tuple[type[BaseException], ...]:
+    return (
+        OSError,
+        asyncio.TimeoutError,
+        asyncpg.exceptions.ConnectionDoesNotExistError,
+        asyncpg.exceptions.InterfaceError,
+        asyncpg.exceptions.PostgresConnectionError,
+        asyncpg.exceptions.OperatorInterventionError,  # pg_terminate_backend, shutdown
+        asyncpg.exceptions.CannotConnectNowError,
+        asyncpg.exceptions.InternalClientError,
+    )
+
+
+class _IdPool:
+    """Ids reserved from the sequences, handed out by the loader."""
+
+    def __init__(self) -> None:
+        self.free: dict[str, deque[int]] = {t: deque() for t in ID_TABLES}
+
+    def next(self, table: str) -> int:
+        try:
+            return self.free[table].popleft()
+        except IndexError:
+            raise RuntimeError(f"no id reserved for table {table}") from None
+
+    def shortfall(self, demand: dict[str, int]) -> dict[str, int]:
+        return {t: n - len(self.free[t]) for t, n in demand.items() if n > len(self.free[t])}
+
+
+class PostgresEndpoint(Endpoint):
+    """Stampede schema in PostgreSQL, batched, reconnecting."""
+
+    schemes = ("postgresql", "postgres")
+    default_events = "stampede.*"
+
+    def __init__(self, url: EndpointURL, options: dict[str, Any] | None = None) -> None:
+        super().__init__(url, options)
+        if asyncpg is None:
+            raise EndpointError("postgresql:// needs the asyncpg package")
+        self.dsn = url.base.replace("postgres://", "postgresql://", 1)
+        self.stats = WriteStats()
+        # Bigger transactions pay the commit and the per-statement costs less often.
+        self.options.setdefault("batch", 20_000)
+        self.retry_for = float(self.option("retry_for", 300))
+        """Seconds to keep retrying a batch while the server is unreachable."""
+        self._pool: Any = None
+        self._ids = _IdPool()
+        self._loader = Loader(POSTGRESQL, self._ids, replay=self.flag("replay"))
+        self._sequences: dict[str, str] = {}
+
+    @property
+    def rejected(self) -> list[str]:
+        return list(self.stats.rejected)
+
+    # -- lifecycle ----------------------------------------------------------
+
+    async def open(self) -> None:
+        # A wrong host or port should not keep a command waiting for minutes.
+        await self._retrying("connect", self._connect, deadline=min(self.retry_for, 30.0))
+
+    async def _connect(self) -> None:
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
+        try:
+            first = await asyncpg.connect(self.dsn, timeout=30)
+        except (asyncpg.exceptions.InvalidCatalogNameError, asyncpg.exceptions.InvalidAuthorizationSpecificationError,
+                asyncpg.exceptions.InvalidPasswordError) as exc:
+            raise EndpointError(f"{self.name}: {mask(str(exc))}") from None
+        try:  # the schema first: the pool's connections set up staging tables like its tables
+            await _ensure_schema(first, self.name)
+            self._sequences = {
+                t: await first.fetchval("SELECT pg_get_serial_sequence($1, $2)", t, pk)
+                for t, pk in ID_TABLES.items()
+            }
+        finally:
+            await first.close()
+        self._pool = await asyncpg.create_pool(self.dsn, min_size=1, max_size=2, command_timeout=300,
+                                               init=_create_staging)
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
+
+    # -- writing --------------------------------------------------------------
+
+    async def write(self, batch: Sequence[Event]) -> None:
+        if batch:
+            events = list(batch)
+            await self._retrying(f"batch of {len(events)} events", self._write_once, events)
+
+    async def _retrying(self, what: str, fn: Any, *args: Any, deadline: float | None = None) -> Any:
+        give_up = time.monotonic() + (self.retry_for if deadline is None else deadline)
+        delay = 0.1
+        while True:
+            try:
+                if fn != self._connect and self._pool is None:
+                    await self._connect()
+                return await fn(*args)
+            except _connection_errors() as exc:
+                self._loader.reset()
+                if time.monotonic() >= give_up:
+                    raise EndpointError(f"{self.name}: {what} failed, server unreachable: {mask(str(exc))}") from None
+                self.stats.retries += 1
+                log.warning("%s: connection lost (%s); reconnecting in %.1fs", self.name,
+                            mask(str(exc)) or type(exc).__name__, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+                try:
+                    await self._connect()
+                except _connection_errors():
+                    pass
+            except asyncpg.exceptions.PostgresError as exc:
+                self._loader.reset()
+                raise EndpointError(f"{self.name}: {what} not written: {mask(str(exc))}") from None
+            except BaseException:
+                self._loader.reset()
+                raise
+
+    async def _write_once(self, events: list[Event]) -> None:
+        loader = self._loader
+        async with self._pool.acquire() as conn:
+            async with conn.transaction():
+                unknown = loader.unknown_uuids(events)
+                queries = loader.seed_sql(unknown) if unknown else []
+                while queries:
+                    results = {name: [tuple(r) for r in await conn.fetch(sql, *params)]
+                               for name, sql, params in queries}
+                    queries = loader.seed(unknown, results)
+                await self._reserve(conn, loader.id_demand(events))
+                plan = loader.plan(events)
+                await _apply(conn, plan)
+        loader.committed()
+        self.stats.record(plan, self.name)
+
+    async def _reserve(self, conn: Any, demand: dict[str, int]) -> None:
+        """Top up the id pools for this batch in one round trip."""
+        short = self._ids.shortfall(demand)
+        if not short:
+            return
+        tables = list(short)
+        parts = [f"SELECT {i}, nextval('{self._sequences[t]}') FROM generate_series(1, ${i + 1})"
+                 for i, t in enumerate(tables)]
+        rows = await conn.fetch(" UNION ALL ".join(parts), *(max(short[t], 64) for t in tables))
+        for index, value in rows:
+            self._ids.free[tables[index]].append(value)
+
+
+COPY_THRESHOLD = 64
+"""From this many rows, a table's inserts go through COPY."""
+
+# Rows of FRESH_TABLES cannot exist yet: COPY straight into the table. The others
+# go through a staging table and ON CONFLICT DO NOTHING, which makes re-sent
+# events harmless.
+
+
+async def _apply(conn: Any, plan: Plan) -> None:
+    for uuid in plan.expunge:
+        ids = [r[0] for r in await conn.fetch(doomed_sql(POSTGRESQL), uuid)]
+        if ids:
+            for sql in expunge_statements(POSTGRESQL, ids):
+                await conn.execute(sql)
+    before, tables, after = plan.phases(POSTGRESQL)
+    for sql, rows in before:
+        await conn.executemany(sql, rows)
+    for table, cols, rows in tables:
+        if len(rows) < COPY_THRESHOLD:
+            await conn.executemany(insert_sql(POSTGRESQL, table, cols), rows)
+            continue
+        if table in FRESH_TABLES:  # cannot conflict: straight in
+            await conn.copy_records_to_table(table, records=rows, columns=list(cols))
+        else:
+            await _copy_insert(conn, table, cols, rows)
+    for sql, rows in after:
+        await conn.executemany(sql, rows)
+
+
+async def _create_staging(conn: Any) -> None:
+    """Per-session staging tables of the COPY path (emptied at every commit)."""
+    for table in schema.TABLES:
+        await conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS streamer_stage_{table.name} "
+                           f"(LIKE {schema.quote(table.name)}) ON COMMIT DELETE ROWS")
+
+
+async def _copy_insert(conn: Any, table: str, cols: Sequence[str], rows: list[tuple[Any, ...]]) -> None:
+    """COPY into a per-session staging table, then one INSERT ... ON CONFLICT DO NOTHING.
+
+    COPY cannot skip rows that already exist (a re-sent batch); the staging
+    table keeps the idempotent insert while the rows travel in bulk.
+    """
+    staging = f"streamer_stage_{table}"
+    await conn.copy_records_to_table(staging, records=rows, columns=list(cols))
+    names = ", ".join(schema.quote(c) for c in cols)
+    await conn.execute(
+        f"INSERT INTO {schema.quote(table)} ({names}) SELECT {names} FROM {staging} ON CONFLICT DO NOTHING")
+
+
+async def _ensure_schema(conn: Any, endpoint_name: str) -> None:
+    """Create the schema when missing; refuse a database of another schema."""
+    async with conn.transaction():
+        await conn.execute(f"SELECT pg_advisory_xact_lock({_ADVISORY_LOCK})")
+        rows = await conn.fetch(
+            "SELECT table_name, column_name FROM information_schema.columns "
+            "WHERE table_schema = current_schema() ORDER BY table_name, ordinal_position"
+        )
+        existing: dict[str, list[str]] = {}
+        for table, column in rows:
+            existing.setdefault(table, []).append(column)
+        version = None
+        if existing.get("dbversion") == list(schema.BY_NAME["dbversion"].column_names):
+            version = await conn.fetchval("SELECT MAX(version_number) FROM dbversion")
+        try:
+            missing = schema.check(existing, version)
+        except schema.SchemaMismatch as exc:
+            raise EndpointError(f"{endpoint_name}: {exc}") from None
+        for table in schema.TABLES:
+            if table.name in missing:
+                for type_name, sql in schema.create_enum_sql(table):
+                    if not await conn.fetchval("SELECT 1 FROM pg_type WHERE typname = $1", type_name):
+                        await conn.execute(sql)
+                await conn.execute(schema.create_table_sql(table, "postgresql"))
+            for sql in schema.create_index_sql(table, "postgresql"):
+                await conn.execute(sql)
+        if version is None:
+            await conn.execute(
+                "INSERT INTO dbversion (version_number, version, version_timestamp) VALUES ($1, $2, $3)",
+                schema.SCHEMA_VERSION, str(schema.SCHEMA_VERSION), int(time.time()),
+            )

@@ -1,0 +1,222 @@
+"""SQLite endpoint: `sqlite:///relative/wf.stampede.db`, `sqlite:////absolute/wf.stampede.db`.
+
+The embedded default of `streamer replay` / `follow`, named like monitord's
+(`<dag basename>.stampede.db` next to the workflow, see `default_path`).
+
+sqlite3 calls block, so every one of them runs in one dedicated worker
+thread (one thread also means one connection and no locking between our own
+writers). A batch is one transaction (`BEGIN IMMEDIATE` ... `COMMIT`) of a
+few `executemany` calls; WAL mode lets Pegasus's tools read while we write.
+`write` returns after COMMIT, with `synchronous=FULL` by default so an
+acknowledged batch survives a power cut (`?synchronous=normal` trades that
+for speed; a killed process loses nothing either way).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from ..events import Event
+from ..urls import EndpointURL
+from . import stampede_schema as schema
+from .base import Endpoint, EndpointError
+from .dbcommon import WriteStats
+from .loader import ID_TABLES, SQLITE, Loader, Plan, doomed_sql, expunge_statements
+
+
+def sqlite_path(url: EndpointURL | str) -> str:
+    """The file of a `sqlite:` URL (SQLAlchemy's convention: 3 slashes relative, 4 absolute)."""
+    raw = url.raw if isinstance(url, EndpointURL) else url
+    base = raw.split("?", 1)[0].split("#", 1)[0]
+    if not base.startswith("sqlite:///"):
+        raise EndpointError(f"bad SQLite URL {base!r}: expected sqlite:///relative.db or sqlite:////abs.db")
+    path = base[len("sqlite:///"):]
+    if not path:
+        raise EndpointError(f"SQLite URL {base!r} names no file")
+    return path
+
+
+def default_path(dag_file: str | os.PathLike[str]) -> Path:
+    """Where monitord puts the database of a workflow: `<dag basename>.stampede.db` beside it."""
+    dag = Path(dag_file)
+    name = dag.name[: -len(".dag")] if dag.name.endswith(".dag") else dag.stem
+    return dag.with_name(f"{name}.stampede.db")
+
+
+def default_url(dag_file: str | os.PathLike[str]) -> str:
+    """`sqlite:///` URL of `default_path` (absolute, so four slashes)."""
+    return f"sqlite:///{default_path(dag_file).resolve()}"
+
+
+class _Counters:
+    """Ids from MAX(id) + 1, re-read under the write lock at the start of every batch."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        self.reload()
+
+    def reload(self) -> None:
+        self.last = {
+            table: self.conn.execute(f"SELECT COALESCE(MAX({pk}), 0) FROM {table}").fetchone()[0]
+            for table, pk in ID_TABLES.items()
+        }
+
+    def next(self, table: str) -> int:
+        self.last[table] += 1
+        return self.last[table]
+
+
+class SQLiteEndpoint(Endpoint):
+    """Stampede schema in a SQLite file, written by one worker thread."""
+
+    schemes = ("sqlite",)
+    default_events = "stampede.*"
+
+    def __init__(self, url: EndpointURL, options: dict[str, Any] | None = None) -> None:
+        super().__init__(url, options)
+        self.path = sqlite_path(url)
+        self.stats = WriteStats()
+        self._executor: ThreadPoolExecutor | None = None
+        self._conn: sqlite3.Connection | None = None
+        self._loader: Loader | None = None
+        self._ids: _Counters | None = None
+
+    @property
+    def rejected(self) -> list[str]:
+        return list(self.stats.rejected)
+
+    async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        assert self._executor is not None, "endpoint not open"
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    async def open(self) -> None:
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="streamer-sqlite")
+        try:
+            await self._run(self._open_sync)
+        except BaseException:
+            self._executor.shutdown(wait=False)
+            self._executor = None
+            raise
+
+    async def write(self, batch: Sequence[Event]) -> None:
+        if batch:
+            await self._run(self._write_sync, list(batch))
+
+    async def close(self) -> None:
+        if self._executor is None:
+            return
+        await self._run(self._close_sync)
+        self._executor.shutdown(wait=True)
+        self._executor = None
+
+    # -- in the worker thread ----------------------------------------------
+
+    def _open_sync(self) -> None:
+        parent = Path(self.path).parent
+        if str(parent) and not parent.exists():
+            parent.mkdir(parents=True, exist_ok=True)
+        try:
+            conn = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
+        except sqlite3.Error as exc:
+            raise EndpointError(f"{self.name}: cannot open {self.path}: {exc}") from None
+        try:
+            sync = str(self.option("synchronous", "full")).upper()
+            if sync not in ("OFF", "NORMAL", "FULL", "EXTRA"):
+                raise EndpointError(f"{self.name}: synchronous must be off, normal, full or extra")
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(f"PRAGMA synchronous={sync}")
+            _ensure_schema(conn, self.name)
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise EndpointError(f"{self.name}: {self.path} is not a usable SQLite database: {exc}") from None
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+        self._ids = _Counters(conn)
+        self._loader = Loader(SQLITE, self._ids, replay=self.flag("replay"))
+
+    def _write_sync(self, batch: list[Event]) -> None:
+        conn, loader = self._conn, self._loader
+        assert conn is not None and loader is not None and self._ids is not None
+        try:
+            # Take the write lock first: what we read (ids, existing rows) stays true until COMMIT,
+            # even if another process writes the same file between our batches.
+            conn.execute("BEGIN IMMEDIATE")
+            self._ids.reload()
+            unknown = loader.unknown_uuids(batch)
+            for start in range(0, len(unknown), 400):
+                chunk = unknown[start:start + 400]
+                queries = loader.seed_sql(chunk)
+                while queries:
+                    results = {name: conn.execute(sql, params).fetchall() for name, sql, params in queries}
+                    queries = loader.seed(chunk, results)
+            plan = loader.plan(batch)
+            _apply(conn, plan)
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            # The caches ran ahead of what is committed: forget them, re-read next time.
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            loader.reset()
+            if isinstance(exc, sqlite3.Error):
+                raise EndpointError(f"{self.name}: batch of {len(batch)} events not written: {exc}") from None
+            raise
+        loader.committed()
+        self.stats.record(plan, self.name)
+
+    def _close_sync(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+def _apply(conn: sqlite3.Connection, plan: Plan) -> None:
+    for uuid in plan.expunge:
+        ids = [row[0] for row in conn.execute(doomed_sql(SQLITE), (uuid,))]
+        if ids:
+            for sql in expunge_statements(SQLITE, ids):
+                conn.execute(sql)
+    for sql, rows in plan.statements(SQLITE):
+        conn.executemany(sql, rows)
+
+
+def _existing_tables(conn: sqlite3.Connection) -> dict[str, list[str]]:
+    names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    return {name: [r[1] for r in conn.execute(f'PRAGMA table_info("{name}")')] for name in names}
+
+
+def _ensure_schema(conn: sqlite3.Connection, endpoint_name: str) -> None:
+    """Create the schema when missing; refuse a database of another schema."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        existing = _existing_tables(conn)
+        version = None
+        if "dbversion" in existing and existing["dbversion"] == list(schema.BY_NAME["dbversion"].column_names):
+            row = conn.execute("SELECT MAX(version_number) FROM dbversion").fetchone()
+            version = row[0] if row else None
+        try:
+            missing = schema.check(existing, version)
+        except schema.SchemaMismatch as exc:
+            raise EndpointError(f"{endpoint_name}: {exc}") from None
+        for table in schema.TABLES:
+            if table.name in missing:
+                conn.execute(schema.create_table_sql(table, "sqlite"))
+            for sql in schema.create_index_sql(table, "sqlite"):
+                conn.execute(sql)
+        if version is None:
+            conn.execute(
+                "INSERT INTO dbversion (version_number, version, version_timestamp) VALUES (?, ?, ?)",
+                (schema.SCHEMA_VERSION, str(schema.SCHEMA_VERSION), int(time.time())),
+            )
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise

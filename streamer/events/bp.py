@@ -1,0 +1,148 @@
+"""NetLogger BP lines <-> events.
+
+A line is `key=value` pairs separated by blanks; a value with blanks, quotes
+or nothing in it is double-quoted, with `\\"` for a quote inside (what
+monitord's NetLogger writer and parser agree on). We also write `\\\\`, `\\n`,
+`\\r` and `\\t` inside quotes so that any text survives one line; on reading,
+any other backslash is kept as it is, so monitord's lines read unchanged.
+`ts` is ISO-8601 (any zone) or epoch seconds; `level=Info` is the default and
+is not stored on the event.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from . import legacy
+from .event import ID_FIELD, Event, FieldError, format_ts
+from .registry import note_unknown
+
+# Quoted values use the unrolled-loop form, fast on long texts; the last
+# alternative catches anything that is not a pair, so one pass both splits
+# and validates the line.
+_TOKENS = re.compile(r'([^\s="]+)=(?:"([^"\\]*(?:\\.[^"\\]*)*)"|([^\s"]*))(?=\s|$)|(\S+)')
+_ESCAPES = re.compile(r'\\(["\\nrt])')
+_UNESCAPE = {'"': '"', "\\": "\\", "n": "\n", "r": "\r", "t": "\t"}
+_NEEDS_QUOTES = re.compile(r'[\s"\\]')
+
+
+class BPError(ValueError):
+    """A line that is not a BP event; the message says why."""
+
+
+def split_line(line: str) -> dict[str, str]:
+    """The raw key -> text pairs of one BP line (raises BPError)."""
+    if '"' not in line and "\\" not in line:
+        return _split_plain(line)
+    pairs: dict[str, str] = {}
+    for key, quoted, bare, junk in _TOKENS.findall(line):
+        if junk:
+            raise BPError(_why_malformed(line))
+        if quoted:
+            pairs[key] = _ESCAPES.sub(_unescape, quoted) if "\\" in quoted else quoted
+        else:
+            pairs[key] = bare
+    return pairs
+
+
+def _split_plain(line: str) -> dict[str, str]:
+    """Fast path for lines without quotes: blanks separate `key=value` words."""
+    pairs: dict[str, str] = {}
+    for word in line.split():
+        key, sep, value = word.partition("=")
+        if not sep or not key:
+            raise BPError(_why_malformed(line))
+        pairs[key] = value
+    return pairs
+
+
+def _unescape(match: re.Match[str]) -> str:
+    return _UNESCAPE[match.group(1)]
+
+
+def _why_malformed(line: str) -> str:
+    if "\x00" in line:
+        return "NUL byte in line"
+    if line.count('"') % 2:
+        return "unterminated quoted value"
+    for word in line.split():
+        if word.startswith("="):
+            return f"expected key=value, found an empty key in {word[:40]!r}"
+        if "=" not in word and '"' not in word:
+            return f"expected key=value, found {word[:40]!r}"
+    return "not a key=value line"
+
+
+def parse_line(line: str) -> Event:
+    """One BP line -> Event (raises BPError naming what is wrong)."""
+    pairs = split_line(line)
+    name = pairs.pop("event", None)
+    if not name:
+        raise BPError("no event= field")
+    if "ts" not in pairs:
+        raise BPError("no ts= field")
+    if pairs.get("level") == "Info":
+        del pairs["level"]
+    if legacy.is_legacy(name):
+        name, pairs = legacy.translate(name, pairs)  # type: ignore[assignment]
+    try:
+        event = Event.build(name, pairs, owned=True)
+    except FieldError as exc:
+        raise BPError(str(exc)) from None
+    if event.name.startswith("stampede."):
+        note_unknown(event.name)
+    if event.name == name:
+        event._bp = line.strip()  # the line is already a faithful BP form of the event
+    return event
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, str):
+        if not value or _NEEDS_QUOTES.search(value):
+            escaped = (
+                value.replace("\\", "\\\\").replace('"', '\\"')
+                .replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+            )
+            return f'"{escaped}"'
+        return value
+    if value is None:
+        return "None"
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return _text(repr(value))
+
+
+def format_event(event: Event, *, with_id: bool = True) -> str:
+    """Event -> one BP line (no newline): `ts`, `event`, `level` first, then the fields.
+
+    An event read from a BP line is written as that line (plus its id).
+    """
+    text = event._bp
+    if text is None:
+        text = event._bp = _format_fields(event)
+    if not with_id or " event.id=" in text:
+        return text
+    return f"{text} {ID_FIELD}={event.id}"
+
+
+def _format_fields(event: Event) -> str:
+    fields = event.fields
+    ts = fields.get("ts")
+    parts = [
+        "ts=" + (format_ts(ts) if isinstance(ts, (int, float)) else _ts_now()),
+        "event=" + event.name,
+        "level=" + (fields.get("level") or "Info"),
+    ]
+    for key, value in fields.items():
+        if key != "ts" and key != "level":
+            parts.append(f"{key}={_text(value)}")
+    return " ".join(parts)
+
+
+def _ts_now() -> str:
+    import time
+
+    return format_ts(time.time())

@@ -1,0 +1,296 @@
+"""The event every source emits and every endpoint consumes.
+
+`Event` is deliberately slim (name, typed fields, stable id): the hot path of a
+million-event load cannot afford a pydantic validation per event, so fields
+are typed by converters compiled once per event name from the schema table
+(`schema.py`, which also builds the pydantic models). `Event.model()` gives the
+full pydantic model for callers that want it; `validate_event` runs it.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import logging
+import math
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+import orjson
+
+from . import schema
+
+log = logging.getLogger(__name__)
+
+ID_FIELD = "event.id"
+"""Field under which the stable id travels in BP (`event_id` in JSON)."""
+
+
+class FieldError(ValueError):
+    """A field value that cannot be converted to its schema type."""
+
+
+# ---------------------------------------------------------------- timestamps
+
+def parse_ts(text: str) -> float | int:
+    """NetLogger timestamp (ISO-8601 with zone, or epoch seconds) -> epoch seconds."""
+    text = text.strip()
+    if not text:
+        raise FieldError("empty timestamp")
+    first = text[0]
+    if first.isdigit() and ("T" in text or (len(text) >= 10 and text[4] == "-")):
+        iso = text[:-1] + "+00:00" if text[-1] in "Zz" else text
+        try:
+            moment = datetime.fromisoformat(iso)
+        except ValueError as exc:
+            raise FieldError(f"bad timestamp {text!r}") from exc
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=timezone.utc)
+        return _int_if_whole(moment.timestamp())
+    return _number(text)
+
+
+def _memoised(function: Callable[[Any], Any], size: int = 8192) -> Callable[[Any], Any]:
+    """Cache a pure one-argument function; streams repeat the same timestamps many times."""
+    cache: dict[Any, Any] = {}
+
+    def cached(key: Any) -> Any:
+        value = cache.get(key)
+        if value is None:
+            if len(cache) > size:
+                cache.clear()
+            value = cache[key] = function(key)
+        return value
+
+    return cached
+
+
+def format_ts(ts: float | int) -> str:
+    """Epoch seconds -> `2023-03-04T06:23:33.000000Z`, monitord's BP form."""
+    return _format_ts_cached(ts)
+
+
+def _format_ts(ts: float | int) -> str:
+    micros = round(ts * 1_000_000)
+    seconds, micro = divmod(micros, 1_000_000)
+    moment = datetime.fromtimestamp(seconds, timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S") + f".{micro:06d}Z"
+
+
+def _int_if_whole(value: float) -> float | int:
+    return int(value) if value.is_integer() else value
+
+
+_format_ts_cached = _memoised(_format_ts)
+_parse_ts_cached = _memoised(parse_ts)
+
+
+# ---------------------------------------------------------------- converters
+
+def _number(text: Any) -> int | float:
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return text
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        pass
+    try:
+        value = float(text)
+    except (TypeError, ValueError) as exc:
+        raise FieldError(f"not a number: {text!r}") from exc
+    if math.isnan(value) or math.isinf(value):
+        raise FieldError(f"not a finite number: {text!r}")
+    return value
+
+
+def _integer(text: Any) -> int:
+    if isinstance(text, int) and not isinstance(text, bool):
+        return text
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        pass
+    # "1.0" or 1.0: an integer written as a decimal.
+    value = _number(text)
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    raise FieldError(f"not an integer: {text!r}")
+
+
+def _timestamp(text: Any) -> int | float:
+    if isinstance(text, str):
+        return _parse_ts_cached(text)
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return text
+    raise FieldError(f"not a timestamp: {text!r}")
+
+
+def _num_or_ts(text: Any) -> int | float:
+    """`start_time` and `cluster.start` are nl_ts in the schema, epoch in practice."""
+    if isinstance(text, str) and ("T" in text or text[4:5] == "-"):
+        return parse_ts(text)
+    return _number(text)
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else str(value)
+
+
+def _listing(value: Any) -> list[Any]:
+    if isinstance(value, list):
+        return value
+    if isinstance(value, str):
+        try:
+            parsed = ast.literal_eval(value) if value.strip() else []
+        except (ValueError, SyntaxError, MemoryError, RecursionError) as exc:
+            raise FieldError(f"not a list literal: {value[:60]!r}") from exc
+        if isinstance(parsed, (list, tuple)):
+            return list(parsed)
+    raise FieldError(f"not a list: {str(value)[:60]!r}")
+
+
+CONVERTERS: dict[str, Callable[[Any], Any]] = {
+    "str": _text,
+    "uuid": _text,
+    "int": _integer,
+    "num": _num_or_ts,
+    "ts": _timestamp,
+    "list": _listing,
+}
+
+
+def _compile(name: str) -> dict[str, Callable[[Any], Any]]:
+    table = schema.fields_of(name) or {**schema.BASE_EVENT, **schema.MONITORD_COMMON}
+    kinds = {**schema.GLOBAL_KINDS, **{f: spec[0] for f, spec in table.items()}}
+    return {f: CONVERTERS[k] for f, k in kinds.items() if k != "str" and k != "uuid"}
+
+
+_converters: dict[str, dict[str, Callable[[Any], Any]]] = {}
+
+
+def converters_for(name: str) -> dict[str, Callable[[Any], Any]]:
+    """Field -> converter for the non-text fields of event `name` (cached)."""
+    table = _converters.get(name)
+    if table is None:
+        table = _converters[name] = _compile(name)
+    return table
+
+
+_shape_converters: dict[tuple[str, tuple[str, ...]], list[tuple[str, Callable[[Any], Any]]]] = {}
+
+
+def coerce_fields(name: str, raw: dict[str, Any], *, in_place: bool = False) -> dict[str, Any]:
+    """Type the values of `raw` (text from a file, or already typed) by the schema.
+
+    Values written `None` stay None (monitord writes Python's None that way).
+    Raises FieldError naming the field on a value that does not fit.
+    """
+    out = raw if in_place else dict(raw)
+    shape = (name, tuple(out))
+    todo = _shape_converters.get(shape)
+    if todo is None:  # events come in few shapes: find each shape's typed fields once
+        if len(_shape_converters) > 4096:
+            _shape_converters.clear()
+        table = converters_for(name)
+        todo = _shape_converters[shape] = [(k, table[k]) for k in shape[1] if k in table]
+    if "None" in out.values():
+        for key, value in out.items():
+            if value == "None":
+                out[key] = None
+    for key, convert in todo:
+        value = out[key]
+        if value is None:
+            continue
+        try:
+            out[key] = convert(value)
+        except FieldError as exc:
+            raise FieldError(f"field {key}: {exc}") from None
+    return out
+
+
+# ---------------------------------------------------------------- the event
+
+class Event:
+    """One Stampede event: NetLogger name, typed fields (dotted names), stable id.
+
+    `fields` holds everything but `event` itself, `ts` included. The id is
+    computed from the content on first use, so the same event read from BP,
+    JSON or built by the monitor gets the same id on every run. Events are
+    immutable once built: the codecs cache their encodings on the event, so
+    several endpoints of one format share one encoding (`replace` makes a
+    changed copy).
+    """
+
+    __slots__ = ("name", "fields", "_id", "_bp", "_json")
+
+    def __init__(self, name: str, fields: dict[str, Any], event_id: str | None = None) -> None:
+        self.name = name
+        self.fields = fields
+        self._id = event_id
+        self._bp: str | None = None      # BP text, cached by the codec (the line it was read from)
+        self._json: bytes | None = None  # JSON bytes, cached by the codec
+
+    @classmethod
+    def build(cls, name: str, raw: dict[str, Any], *, owned: bool = False) -> "Event":
+        """Typed event from text or loosely typed values (raises FieldError).
+
+        `owned=True` lets the event keep (and type in place) the dict given.
+        """
+        name = schema.full_name(name) if name in schema.EVENT_FIELDS else name
+        fields = coerce_fields(name, raw, in_place=owned)
+        event_id = fields.pop(ID_FIELD, None)
+        return cls(name, fields, event_id if isinstance(event_id, str) else None)
+
+    @property
+    def id(self) -> str:
+        if self._id is None:
+            self._id = content_id(self.name, self.fields)
+        return self._id
+
+    def replace(self, **changes: Any) -> "Event":
+        """A copy with fields changed (dotted names via a dict: `replace(**{"job.id": "x"})`)."""
+        return Event(self.name, {**self.fields, **changes})
+
+    @property
+    def ts(self) -> float | int | None:
+        return self.fields.get("ts")
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.fields.get(key, default)
+
+    def model(self) -> Any:
+        """The validated pydantic model of this event (raises pydantic.ValidationError)."""
+        from .models import model_for
+
+        return model_for(self.name).model_validate(self.fields)
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, Event)
+            and self.name == other.name
+            and self.fields == other.fields
+            and self.id == other.id
+        )
+
+    def __hash__(self) -> int:
+        return hash(self.id)
+
+    def __repr__(self) -> str:
+        return f"Event({self.name!r}, {self.fields!r}, id={self.id[:12]})"
+
+
+def content_id(name: str, fields: dict[str, Any]) -> str:
+    """Stable id: a hash of the event name and its typed fields.
+
+    Timestamps are rounded to the microsecond (what BP keeps), so an event and
+    its BP or JSON round trip hash alike. Two byte-identical events share an
+    id on purpose: a duplicate carries nothing new.
+    """
+    canon = dict(fields)
+    ts = canon.get("ts")
+    if isinstance(ts, float):
+        canon["ts"] = _int_if_whole(round(ts, 6))
+    payload = name.encode() + b"\x00" + orjson.dumps(
+        canon, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=str
+    )
+    return hashlib.blake2b(payload, digest_size=16).hexdigest()

@@ -1,0 +1,65 @@
+"""Event-name filters: `stampede.xwf.*,stampede.inv.end,!stampede.inv.start`.
+
+- `*` matches any run of characters, dots included; `?` exactly one character;
+- a comma-separated list is OR-ed; `!pattern` excludes (exclusions win);
+- a list of only exclusions means "everything but those";
+- blanks around items are ignored; an empty filter matches nothing.
+Decisions are cached per event name: there are only a few dozen names.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable
+
+__all__ = ["EventFilter", "FilterError"]
+
+
+class FilterError(ValueError):
+    """A filter pattern that cannot be used."""
+
+
+def _compile(pattern: str) -> re.Pattern[str]:
+    if not pattern:
+        raise FilterError("empty pattern")
+    if any(c.isspace() for c in pattern):
+        raise FilterError(f"blank inside pattern {pattern!r}")
+    parts = []
+    for char in pattern:
+        if char == "*":
+            parts.append(".*")
+        elif char == "?":
+            parts.append(".")
+        else:
+            parts.append(re.escape(char))
+    return re.compile("".join(parts) + r"\Z")
+
+
+class EventFilter:
+    """A compiled event filter; `match(name)` says whether the event passes."""
+
+    def __init__(self, patterns: str | Iterable[str]) -> None:
+        items = patterns.split(",") if isinstance(patterns, str) else list(patterns)
+        items = [item.strip() for item in items if item.strip()]
+        self.text = ",".join(items)
+        self._include = [_compile(p) for p in items if not p.startswith("!")]
+        self._exclude = [_compile(p[1:].strip()) for p in items if p.startswith("!")]
+        if self._exclude and not self._include:
+            self._include = [_compile("*")]
+        self._cache: dict[str, bool] = {}
+
+    @property
+    def matches_all(self) -> bool:
+        return not self._exclude and any(p.pattern == r".*\Z" for p in self._include)
+
+    def match(self, name: str) -> bool:
+        decision = self._cache.get(name)
+        if decision is None:
+            decision = any(p.match(name) for p in self._include) and not any(
+                p.match(name) for p in self._exclude
+            )
+            self._cache[name] = decision
+        return decision
+
+    def __repr__(self) -> str:
+        return f"EventFilter({self.text!r})"

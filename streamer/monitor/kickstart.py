@@ -1,0 +1,565 @@
+"""Kickstart records (`<job>.out[.NNN]`) -> monitord's flat invocation records.
+
+A kickstart file holds one record per task: YAML (Pegasus 5: `- invocation:`)
+or XML (Pegasus 4: `<invocation ...>`), with clustered-job lines
+(`[cluster-task ...]`, `[cluster-summary ...]`, their old `seqexec` names) and
+`---------------pegasus-multipart` YAML blocks (integrity, transfer attempts,
+location) between them. Each record becomes a flat dict with monitord's key
+names (`transformation`, `start`, `duration`, `utime`, `raw`, `name`, ...),
+which the workflow engine turns into `inv.*`, `host.info`, `rc.meta`,
+`int.metric` events and the composite event.
+
+Parsing is pure (text in, records out) so the engine can run it in a worker
+thread: a large clustered job's YAML must not stall the event loop.
+"""
+
+from __future__ import annotations
+
+import calendar
+import json
+import logging
+import re
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import yaml
+
+log = logging.getLogger(__name__)
+
+MULTIPART_MARKER = "---------------pegasus-multipart"
+MONITORING_START = "@@@MONITORING_PAYLOAD - START@@@"
+MONITORING_END = "@@@MONITORING_PAYLOAD - END@@@"
+RE_PROPS = re.compile(r'(\S+)\s*=\s*([^",]+)')
+RE_QUOTED_PROPS = re.compile(r'(\S+)\s*=\s*"([^"]+)"')
+RE_ISO = re.compile(
+    r"(\d{4})-?(\d{2})-?(\d{2})[ tT]?(\d{2}):?(\d{2}):?(\d{2})([.,]\d+)?([zZ]|[-+](\d{2}):?(\d{2}))"
+)
+
+
+class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """PyYAML's C loader, keeping timestamps as text (monitord converts them itself)."""
+
+
+_Loader.add_constructor("tag:yaml.org,2002:timestamp", yaml.constructor.SafeConstructor.construct_yaml_str)
+
+
+def epochdate(text: Any) -> int | None:
+    """ISO-8601 text with a zone -> whole epoch seconds (fraction dropped, as monitord)."""
+    if not isinstance(text, str):
+        return None
+    m = RE_ISO.search(text)
+    if m is None:
+        return None
+    try:
+        moment = datetime(*(int(m.group(i)) for i in range(1, 7)))
+    except ValueError:
+        return None
+    tz = m.group(8)
+    if tz.upper() != "Z":
+        offset = timedelta(hours=int(m.group(9)), minutes=int(m.group(10)))
+        moment = moment + offset if tz[0] == "-" else moment - offset
+    return calendar.timegm(moment.timetuple())
+
+
+def quote(text: str) -> str:
+    """monitord's URL quoting: control and non-ASCII bytes, `%`, `'` and `"` as %XX."""
+    if text.isascii() and text.isprintable() and not any(c in text for c in "%'\""):
+        return text
+    out = []
+    for byte in text.encode("utf-8", errors="replace"):
+        if byte < 0x20 or byte >= 0x7F or byte in (0x25, 0x27, 0x22):
+            out.append(f"%{byte:02X}")
+        else:
+            out.append(chr(byte))
+    return "".join(out)
+
+
+@dataclass
+class TaskOutput:
+    """A task's stdout/stderr split into the user's text and embedded monitoring payloads."""
+
+    text: str
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+
+def split_monitoring(text: str) -> TaskOutput:
+    """Strip `@@@MONITORING_PAYLOAD - START@@@{json}@@@...END@@@` blocks out of `text`."""
+    start = text.find(MONITORING_START)
+    if start == -1:
+        return TaskOutput(text)
+    parts: list[str] = []
+    events: list[dict[str, Any]] = []
+    end = 0
+    while start != -1:
+        parts.append(text[end:start])
+        stop = text.find(MONITORING_END, start)
+        if stop == -1:  # unterminated payload: keep the rest as user text
+            parts.append(text[start:])
+            return TaskOutput("".join(parts), events)
+        payload = text[start + len(MONITORING_START):stop]
+        try:
+            events.append(json.loads(payload))
+        except ValueError:
+            log.warning("unreadable monitoring payload %.80r", payload)
+        end = stop + len(MONITORING_END)
+        start = text.find(MONITORING_START, end)
+    parts.append(text[end:])
+    return TaskOutput("".join(parts), events)
+
+
+# ---------------------------------------------------------------- splitting a file into records
+
+def split_records(text: str) -> list[tuple[str, str]]:
+    """(kind, text) chunks: `invocation`, `xml`, `task`, `summary`, `multipart`."""
+    chunks: list[tuple[str, str]] = []
+    kind: str | None = None
+    buffer: list[str] = []
+
+    def close() -> None:
+        nonlocal kind, buffer
+        if kind is not None:
+            chunks.append((kind, "".join(buffer)))
+        kind, buffer = None, []
+
+    for line in text.splitlines(keepends=True):
+        if kind == "xml":
+            buffer.append(line)
+            if "</invocation>" in line:
+                close()
+            continue
+        single = _single_line_kind(line)
+        if single is not None:
+            close()
+            start = line.find("[")
+            end = line.find("]", start)
+            if end >= 0:
+                chunks.append((single, line[start:end + 1]))
+            else:
+                log.warning("malformed %s line ignored", single)
+            continue
+        if line.startswith(MULTIPART_MARKER):
+            close()
+            kind = "multipart"
+            continue
+        if "- invocation:" in line and (kind != "multipart" or line.startswith("- invocation:")):
+            close()
+            kind = "invocation"
+            buffer = [line[line.find("- invocation:"):]]
+            continue
+        if "<invocation" in line:
+            close()
+            kind = "xml"
+            buffer = [line[line.find("<invocation"):]]
+            if "</invocation>" in line:
+                close()
+            continue
+        if kind is not None and line[:1] in (" ", "-", "l", "\n"):
+            buffer.append(line)
+    close()
+    return chunks
+
+
+def _single_line_kind(line: str) -> str | None:
+    if "[cluster-summary" in line or "[seqexec-summary" in line:
+        return "summary"
+    if "[cluster-task" in line or "[seqexec-task" in line:
+        return "task"
+    return None
+
+
+# ---------------------------------------------------------------- pruning before YAML
+
+# What monitord reads from a YAML record, by indentation path (True: the whole subtree).
+_KEEP: dict[str, Any] = {
+    "invocation": True, "hostname": True, "resource": True, "user": True, "hostaddr": True,
+    "transformation": True, "derivation": True, "cwd": True,
+    "mainjob": {"start": True, "duration": True, "status": True,
+                "usage": {"utime": True, "stime": True, "maxrss": True},
+                "executable": {"file_name": True}},
+    "machine": {k: True for k in ("ram_total", "uname_system", "uname_release", "uname_machine",
+                                  "cpu_count", "cpu_speed", "cpu_vendor", "cpu_model", "cpu_name")},
+    "files": {"*": {k: True for k in ("size", "output", "user", "ctime", "sha256", "checksum_timing", "data")}},
+}
+
+
+def prune(record: str) -> str | None:
+    """Drop the lines of a YAML record that monitord never reads (most of it), or None if unsure.
+
+    Kickstart writes a regular YAML subset (2-space indents, one `key: value`
+    per line, `|` block scalars for file data); PyYAML's object construction
+    is the cost of parsing, so building only the needed nodes makes records
+    much cheaper. Anything unexpected (quoted keys, flow style) returns None
+    and the caller parses the full text.
+    """
+    out: list[str] = []
+    stack: list[tuple[int, Any]] = []  # (indent of key, keep-spec of its children)
+    block_indent = -1  # inside a block scalar whose key is at this indent
+    block_keep = False
+    for line in record.splitlines(keepends=True):
+        stripped = line.lstrip(" ")
+        indent = len(line) - len(stripped)
+        if block_indent >= 0:
+            if indent > block_indent or not stripped.strip():
+                if block_keep:
+                    out.append(line)
+                continue
+            block_indent = -1
+        if not stripped.strip():
+            continue
+        if stripped.startswith("- "):
+            if indent == 0 and stripped.startswith("- invocation:"):
+                stack = []
+                indent, stripped = 2, stripped[2:]
+            else:
+                if _parent_keep(stack, indent):
+                    out.append(line)
+                continue
+        first = stripped[0]
+        if first in "\"'":  # a quoted key (an LFN, an environment variable)
+            close = stripped.find(first, 1)
+            colon = close + 1
+            if close < 0 or "\\" in stripped[:close] or stripped[colon:colon + 1] != ":":
+                return None
+            key = stripped[1:close]
+        else:
+            colon = stripped.find(":")
+            if colon <= 0 or first in "{[#&*!|>%@`":
+                return None
+            key = stripped[:colon]
+        if stripped[colon + 1:colon + 2] not in (" ", "\n", "\r", ""):
+            return None
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        parent = stack[-1][1] if stack else _KEEP
+        if parent is True:
+            spec: Any = True
+        elif isinstance(parent, dict):
+            spec = parent.get(key, parent.get("*"))
+        else:
+            spec = None
+        if spec is not None:
+            out.append(line)
+        stack.append((indent, spec))
+        value = stripped[colon + 1:].lstrip()
+        if value[:1] in ("|", ">"):
+            block_indent, block_keep = indent, spec is not None
+    return "".join(out)
+
+
+def _parent_keep(stack: list[tuple[int, Any]], indent: int) -> bool:
+    for key_indent, spec in reversed(stack):
+        if key_indent < indent:
+            return spec is True
+    return False
+
+
+def _load_invocation(chunk: str) -> Any:
+    pruned = prune(chunk)
+    if pruned is not None:
+        try:
+            return yaml.load(pruned, Loader=_Loader)
+        except yaml.YAMLError:
+            pass  # unusual layout: parse the whole record below
+    return yaml.load(chunk, Loader=_Loader)
+
+
+# ---------------------------------------------------------------- record parsers
+
+def parse(text: str, where: str = "kickstart") -> list[dict[str, Any]]:
+    """All records of a kickstart file. An unreadable invocation record empties the list (as monitord)."""
+    records: list[dict[str, Any]] = []
+    for kind, chunk in split_records(text):
+        if kind == "invocation":
+            try:
+                data = _load_invocation(chunk)
+                entry = data[0] if isinstance(data, list) and data else {}
+                if not isinstance(entry, dict):
+                    raise ValueError("invocation record is not a mapping")
+            except (yaml.YAMLError, ValueError, TypeError, IndexError) as exc:
+                log.warning("%s: unreadable YAML invocation record (%s); records ignored",
+                            where, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+                return []
+            records.append(from_yaml(entry))
+        elif kind == "xml":
+            try:
+                records.append(from_xml(chunk))
+            except ET.ParseError as exc:
+                log.warning("%s: unreadable XML invocation record (%s); records ignored", where, exc)
+                return []
+        elif kind in ("task", "summary"):
+            record: dict[str, Any] = {"task" if kind == "task" else "clustered": True}
+            for key, value in RE_QUOTED_PROPS.findall(chunk):
+                record[key] = value
+            for key, value in RE_PROPS.findall(chunk):
+                record[key] = value
+            records.append(record)
+        elif kind == "multipart":
+            records.extend(_multipart(chunk, where))
+    return records
+
+
+def _multipart(chunk: str, where: str) -> list[dict[str, Any]]:
+    try:
+        entries = yaml.load(chunk, Loader=_Loader)
+    except yaml.YAMLError:
+        log.warning("%s: unreadable multipart record ignored", where)
+        return []
+    if entries is None:
+        return []
+    if isinstance(entries, dict):
+        entries = [entries]
+    out = []
+    for entry in entries if isinstance(entries, list) else []:
+        if isinstance(entry, dict):
+            entry["multipart"] = True
+            out.append(entry)
+    return out
+
+
+_YAML_MAP = (
+    (("hostname",), "hostname"),
+    (("resource",), "resource"),
+    (("user",), "user"),
+    (("hostaddr",), "hostaddr"),
+    (("transformation",), "transformation"),
+    (("derivation",), "derivation"),
+    (("mainjob", "duration"), "duration"),
+    (("mainjob", "start"), "start"),
+    (("mainjob", "usage", "utime"), "utime"),
+    (("mainjob", "usage", "stime"), "stime"),
+    (("mainjob", "usage", "maxrss"), "maxrss"),
+    (("machine", "ram_total"), "ram"),
+    (("machine", "uname_system"), "system"),
+    (("machine", "uname_release"), "release"),
+    (("machine", "uname_machine"), "machine"),
+    (("machine", "cpu_count"), "cpu_count"),
+    (("machine", "cpu_speed"), "cpu_speed"),
+    (("machine", "cpu_vendor"), "cpu_vendor"),
+    (("machine", "cpu_model"), "cpu_model"),
+    (("machine", "cpu_name"), "cpu_model"),
+    (("mainjob", "executable", "file_name"), "name"),
+    (("mainjob", "status", "raw"), "raw"),
+    (("mainjob", "status", "signalled_signal"), "signal"),
+    (("mainjob", "status", "signalled_name"), "action"),
+    (("mainjob", "status", "corefile"), "corefile"),
+    (("mainjob", "status", "regular_exitcode"), "exitcode"),
+    (("cwd",), "cwd"),
+    (("files", "stdout", "data"), "stdout"),
+    (("files", "stderr", "data"), "stderr"),
+)
+
+
+def _dig(data: Any, path: tuple[str, ...]) -> Any:
+    for key in path:
+        if not isinstance(data, dict) or key not in data:
+            return None
+        data = data[key]
+    return data
+
+
+def from_yaml(data: dict[str, Any]) -> dict[str, Any]:
+    """A Pegasus 5 YAML record -> flat record (monitord's names; `outputs` for output files)."""
+    record: dict[str, Any] = {"invocation": True, "outputs": {}}
+    for path, key in _YAML_MAP:
+        value = _dig(data, path)
+        if value is not None:
+            record[key] = value
+    files = data.get("files")
+    if isinstance(files, dict):
+        record["tot_ip_size_mb"], record["tot_op_size_mb"] = _io_sizes(files)
+        for lfn, info in files.items():
+            if isinstance(info, dict) and info.get("output"):
+                record["outputs"][lfn] = _file_meta(info)
+    return record
+
+
+def _io_sizes(files: dict[str, Any]) -> tuple[float, float]:
+    total_in = total_out = 0
+    for lfn, info in files.items():
+        if lfn in ("stdin", "stdout", "stderr", "metadata") or not isinstance(info, dict):
+            continue
+        if "size" not in info:
+            continue
+        try:
+            size = int(info["size"])
+        except (TypeError, ValueError):
+            continue
+        if "output" in info:
+            if info["output"]:
+                total_out += size
+        else:
+            total_in += size
+    return round(total_in / 1048576, 6), round(total_out / 1048576, 6)
+
+
+def _file_meta(info: dict[str, Any]) -> dict[str, str]:
+    """rc.meta attributes of one output file, in monitord's order."""
+    meta: dict[str, str] = {}
+    if "user" in info:
+        meta["user"] = str(info["user"])
+    if "size" in info:
+        meta["size"] = str(info["size"])
+    if "ctime" in info:
+        meta["ctime"] = info["ctime"]
+    if "sha256" in info:
+        meta["checksum.type"] = "sha256"
+        meta["checksum.value"] = info["sha256"]
+        if "checksum_timing" in info:
+            meta["checksum.timing"] = str(info["checksum_timing"])
+    return meta
+
+
+# ---------------------------------------------------------------- Pegasus 4 XML
+
+_XML_ATTRS = {  # element -> attributes monitord takes as text, under the attribute's name
+    "invocation": ("hostname", "resource", "user", "hostaddr", "transformation", "derivation"),
+    "mainjob": ("duration", "start"),
+    "status": ("raw",),
+    "regular": ("exitcode",),
+}
+_XML_MACHINE = {"ram": ("total",), "uname": ("system", "release", "machine")}
+
+
+class _XMLRecord:
+    """Expat handlers collecting what monitord's XML parser collects (attribute values stay text)."""
+
+    def __init__(self) -> None:
+        self.keys: dict[str, Any] = {"invocation": True}
+        self.outputs: dict[str, dict[str, str]] = {}
+        self.in_main = self.in_machine = False
+        self.stream: str | None = None  # "stdout" / "stderr" statcall being read
+        self.in_data = self.in_cwd = self.in_args = self.in_signal = self.in_cpu = False
+        self.final_lfn: str | None = None
+        self.checksum: dict[str, str] = {}
+        self.texts: dict[str, list[str]] = {"stdout": [], "stderr": [], "cwd": [], "arg": [], "action": [],
+                                            "cpu": []}
+        self.args: list[str] = []
+
+    def start(self, name: str, attrs: dict[str, str]) -> None:
+        name = name.rsplit(" ", 1)[-1].rsplit("}", 1)[-1]
+        if name == "mainjob":
+            self.in_main = True
+        elif name == "machine":
+            self.in_machine = True
+        if name == "argument-vector":
+            self.in_args = True
+        elif name == "arg" and self.in_args:
+            self.texts["arg"] = []
+        elif name == "cwd":
+            self.in_cwd = True
+        elif name == "checksum":
+            self.checksum = {k: attrs[k] for k in ("type", "value", "timing") if k in attrs}
+        elif name == "cpu":
+            self.keys["cpu"] = {"cpu_" + k: attrs[k] for k in ("count", "speed", "vendor") if k in attrs}
+            self.in_cpu = True
+        elif name == "data":
+            self.in_data = True
+        elif name == "file":
+            if self.in_main and "name" in attrs:
+                self.keys["name"] = attrs["name"]
+        elif name in _XML_MACHINE:
+            if self.in_machine:
+                self.keys.update({k: attrs[k] for k in _XML_MACHINE[name] if k in attrs})
+        elif name == "signalled":
+            self.in_signal = True
+            self.keys["signalled"] = {"action": "", **{k: attrs[k] for k in ("signal", "corefile") if k in attrs}}
+        elif name == "statcall":
+            ident = attrs.get("id")
+            if ident in ("stdout", "stderr"):
+                self.stream = ident
+            elif ident == "final":
+                self.final_lfn = attrs.get("lfn")
+        elif name == "statinfo":
+            if self.final_lfn is not None:
+                self.outputs[self.final_lfn] = {k: attrs[k] for k in ("lfn", "size", "ctime", "user") if k in attrs}
+        elif name == "usage":
+            if self.in_main:
+                for key in ("utime", "stime", "maxrss"):
+                    try:
+                        self.keys[key] = float(attrs[key])
+                    except (KeyError, ValueError):
+                        pass
+        elif name in _XML_ATTRS:
+            self.keys.update({k: attrs[k] for k in _XML_ATTRS[name] if k in attrs})
+
+    def end(self, name: str) -> None:
+        name = name.rsplit(" ", 1)[-1].rsplit("}", 1)[-1]
+        if name == "argument-vector":
+            self.in_args = False
+        elif name == "arg" and self.in_args:
+            self.args.append("".join(self.texts["arg"]))
+        elif name == "cwd":
+            self.in_cwd = False
+        elif name == "mainjob":
+            self.in_main = False
+        elif name == "machine":
+            self.in_machine = False
+        elif name == "cpu":
+            self.in_cpu = False
+            model = "".join(self.texts["cpu"]).strip()
+            if model:
+                self.keys["cpu"]["cpu_model"] = model
+        elif name == "signalled":
+            self.in_signal = False
+            self.keys["signalled"]["action"] = "".join(self.texts["action"])
+        elif name == "statcall":
+            self.stream = None
+            if self.final_lfn is not None and self.final_lfn in self.outputs:
+                for key, value in self.checksum.items():
+                    self.outputs[self.final_lfn]["checksum." + key] = value
+                self.checksum = {}
+            self.final_lfn = None
+        elif name == "data":
+            self.in_data = False
+
+    def text(self, data: str) -> None:
+        if self.in_data and self.stream is not None:
+            self.texts[self.stream].append(data)
+        elif self.in_cwd:
+            self.texts["cwd"].append(data)
+        elif self.in_args:
+            self.texts["arg"].append(data)
+        elif self.in_signal:
+            self.texts["action"].append(data)
+        elif self.in_cpu:
+            self.texts["cpu"].append(data)
+
+    def record(self) -> dict[str, Any]:
+        keys = self.keys
+        keys["cwd"] = "".join(self.texts["cwd"])
+        keys["argument-vector"] = " ".join(self.args)
+        keys["stdout"] = "".join(self.texts["stdout"])
+        keys["stderr"] = "".join(self.texts["stderr"])
+        keys["outputs"] = self.outputs
+        return keys
+
+
+def from_xml(text: str) -> dict[str, Any]:
+    """A Pegasus 4 XML invocation record -> monitord's flat record (values as text, usage as floats).
+
+    Raises `ET.ParseError` (an `xml.parsers.expat.ExpatError`) on broken XML.
+    """
+    from xml.parsers import expat
+
+    handler = _XMLRecord()
+    parser = expat.ParserCreate()
+    parser.StartElementHandler = handler.start
+    parser.EndElementHandler = handler.end
+    parser.CharacterDataHandler = handler.text
+    try:
+        parser.Parse(text, True)
+    except expat.ExpatError as exc:
+        raise ET.ParseError(str(exc)) from None
+    return handler.record()
+
+
+def _num(text: str) -> int | float | str:
+    try:
+        return int(text)
+    except ValueError:
+        try:
+            return float(text)
+        except ValueError:
+            return text

@@ -1,0 +1,52 @@
+"""The planner's `<dag>.static.bp`: the workflow's static description.
+
+Task, job, edge, map and meta events as NetLogger lines without the
+`stampede.` prefix; the monitor forwards them between `static.start` and
+`static.end` on a workflow's first run, adding the common fields.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Iterator
+
+from ..events.bp import split_line
+from ..events.event import FieldError, parse_ts
+
+log = logging.getLogger(__name__)
+
+
+def read(path: str | Path) -> Iterator[tuple[str, dict[str, object]]]:
+    """(event name, raw fields with `ts` as epoch) per line; bad lines are logged and skipped."""
+    path = Path(path)
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        for number, line in enumerate(handle, 1):
+            parsed = parse_line(line, f"{path}:{number}")
+            if parsed is not None:
+                yield parsed
+
+
+def parse_line(line: str, where: str = "static.bp") -> tuple[str, dict[str, object]] | None:
+    """One static.bp line -> (name, fields), or None for blank/bad lines."""
+    line = line.strip()
+    if not line:
+        return None
+    try:
+        fields: dict[str, object] = dict(split_line(line))
+    except Exception as exc:  # noqa: BLE001 - any malformed line is skipped with a warning
+        log.warning("%s: bad static.bp line (%s), skipped", where, exc)
+        return None
+    name = fields.pop("event", None)
+    if not isinstance(name, str) or not name:
+        log.warning("%s: static.bp line without event, skipped", where)
+        return None
+    if fields.get("level") == "Info":
+        del fields["level"]
+    ts = fields.get("ts")
+    if isinstance(ts, str):
+        try:
+            fields["ts"] = int(parse_ts(ts))  # whole seconds, as monitord
+        except FieldError:
+            log.warning("%s: bad ts %r, kept as text", where, ts)
+    return name, fields

@@ -1,0 +1,230 @@
+"""All the workflows of one run (root + sub-workflows), read line by line.
+
+The tracker owns the dagman.out readers (byte offsets of complete lines), the
+`Workflow` engines and the sub-workflow discovery. It is synchronous and does
+blocking file I/O: `WorkflowSource` calls `step()` in a worker thread, so the
+event loop never waits on parsing. Its state (`to_state()`) is JSON and
+resumes exactly: offsets count only lines already fed to an engine.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..events import Event
+from .dagman import LineParser
+from .workflow import Workflow, WorkflowError
+
+log = logging.getLogger(__name__)
+
+READ_SIZE = 1 << 18
+
+
+@dataclass
+class Tracked:
+    """One dagman.out being read and the engine it feeds (None until its braindump exists)."""
+
+    dagman_out: str
+    run_dir: str
+    parent: dict[str, Any] = field(default_factory=dict)  # root_id, parent_id, parent_jobid, parent_jobseq
+    offset: int = 0
+    workflow: Workflow | None = None
+    eof: bool = False
+    broken: bool = False
+    idle_polls: int = 0
+
+
+class Tracker:
+    """Feeds every tracked dagman.out to its engine; discovers sub-workflows on SUBMIT."""
+
+    subwf_idle_polls = 20
+
+    def __init__(self, dagman_out: str, *, recursive: bool = True, tz: str | None = None,
+                 write_jobstate: bool = True, state: dict[str, Any] | None = None) -> None:
+        self.parser = LineParser(tz)
+        self.recursive = recursive
+        self.write_jobstate = write_jobstate
+        self.warnings: list[str] = []
+        self.tracked: list[Tracked] = []
+        self.by_path: dict[str, Tracked] = {}
+        if state:
+            self._restore(state)
+        else:
+            self._track(os.path.abspath(dagman_out), {})
+
+    # ------------------------------------------------------------ tracking
+    def _track(self, dagman_out: str, parent: dict[str, Any]) -> Tracked:
+        entry = Tracked(dagman_out, os.path.dirname(dagman_out), parent)
+        self.tracked.append(entry)
+        self.by_path[dagman_out] = entry
+        return entry
+
+    def _warn(self, text: str) -> None:
+        log.warning("%s", text)
+        self.warnings.append(text)
+
+    def _engine(self, entry: Tracked, state: dict[str, Any] | None = None) -> Workflow | None:
+        """Create the entry's engine once its braindump is there (a sub-workflow may not be planned yet)."""
+        if entry.workflow is not None or entry.broken:
+            return entry.workflow
+        braindump = Path(entry.run_dir)
+        if not (braindump / "braindump.yml").is_file() and not (braindump / "braindump.txt").is_file():
+            return None
+        try:
+            entry.workflow = Workflow(
+                entry.run_dir, entry.dagman_out, parser=self.parser,
+                root_id=entry.parent.get("root_id"), parent_id=entry.parent.get("parent_id"),
+                parent_jobid=entry.parent.get("parent_jobid"), parent_jobseq=entry.parent.get("parent_jobseq"),
+                write_jobstate=self.write_jobstate, first_run=state is None,
+                jobstate_length=state.get("jobstate_length") if state else None,
+                started_at=state.get("started_at") if state else None, on_warning=self._warn)
+        except (WorkflowError, OSError, ValueError) as exc:
+            self._warn(f"{entry.run_dir}: cannot monitor this workflow: {exc}")
+            entry.broken = True
+            return None
+        if state is not None:
+            entry.workflow.restore(state)
+        return entry.workflow
+
+    # ------------------------------------------------------------ reading
+    def step(self, *, final: bool = False, max_bytes: int = READ_SIZE) -> list[Event]:
+        """Read what is new in every tracked dagman.out; events in order per workflow.
+
+        `final` (replay) feeds a last line without newline too, at end of file.
+        """
+        events: list[Event] = []
+        index = 0
+        while index < len(self.tracked):  # sub-workflows found on the way are read in this pass too
+            entry = self.tracked[index]
+            index += 1
+            engine = self._engine(entry)
+            if engine is None:
+                entry.idle_polls += 1
+                if final and not entry.broken:
+                    self._warn(f"{entry.run_dir}: no braindump; sub-workflow not monitored")
+                    entry.broken = True
+                continue
+            events.extend(engine.take())
+            self._read(entry, engine, final, max_bytes, events)
+        return events
+
+    def _read(self, entry: Tracked, engine: Workflow, final: bool, max_bytes: int,
+              events: list[Event]) -> None:
+        try:
+            with open(entry.dagman_out, "rb") as handle:
+                size = os.fstat(handle.fileno()).st_size
+                if size < entry.offset:
+                    self._warn(f"{entry.dagman_out}: file shrank below offset {entry.offset}; stopped")
+                    entry.broken = entry.eof = True
+                    return
+                handle.seek(entry.offset)
+                data = handle.read(max_bytes)
+        except FileNotFoundError:
+            entry.eof = True
+            entry.idle_polls += 1
+            return
+        cut = data.rfind(b"\n") + 1
+        at_end = entry.offset + len(data) >= size
+        if final and at_end and cut < len(data):
+            cut = len(data)
+        if cut == 0:
+            entry.eof = at_end
+            entry.idle_polls += 1
+            return
+        entry.idle_polls = 0
+        text = data[:cut].decode("utf-8", errors="replace")
+        lines = text.split("\n")
+        if text.endswith("\n"):
+            lines.pop()
+        for line in lines:
+            try:
+                found = engine.feed(line)
+            except Exception as exc:  # noqa: BLE001 - one bad input must not end the monitoring
+                log.exception("internal error on %s:%d", entry.dagman_out, engine.line_no)
+                self._warn(f"{entry.dagman_out}:{engine.line_no}: line not processed ({type(exc).__name__}: {exc})")
+                continue
+            if found is not None:
+                self._subworkflow(engine, *found)
+        entry.offset += cut
+        entry.eof = entry.offset >= size
+        events.extend(engine.take())
+
+    def _subworkflow(self, parent: Workflow, dagman_out: str, jobid: str, jobseq: int) -> None:
+        if not self.recursive:
+            return
+        dagman_out = os.path.abspath(dagman_out)
+        known = self.by_path.get(dagman_out)
+        if known is not None:
+            if known.workflow is not None:
+                parent.send_subwf_link(known.workflow.wf_uuid, parent.wf_uuid, jobid, jobseq, known.workflow.wf_ts)
+            return
+        self._track(dagman_out, {"root_id": parent.root_id, "parent_id": parent.wf_uuid,
+                                 "parent_jobid": jobid, "parent_jobseq": jobseq})
+
+    # ------------------------------------------------------------ status
+    def all_at_eof(self) -> bool:
+        return all(entry.eof or entry.broken for entry in self.tracked)
+
+    def dagman_finished(self) -> bool:
+        """The root's DAGMan has exited and every sub-workflow has ended or gone quiet.
+
+        A sub-workflow whose dagman.out never appears or stops without an end
+        (its planning failed, its DAGMan was killed) no longer holds the run once
+        it has been idle for `subwf_idle_polls` polls (monitord gives up too).
+        """
+        for index, entry in enumerate(self.tracked):
+            if entry.broken:
+                continue
+            engine = entry.workflow
+            ended = engine is not None and engine.last_wf_state == "end" and entry.eof
+            if ended:
+                continue
+            if index == 0 or entry.idle_polls < self.subwf_idle_polls:
+                return False
+        return True
+
+    def progress(self) -> tuple[int, int]:
+        done = total = 0
+        for entry in self.tracked:
+            if entry.workflow is not None:
+                done += entry.workflow.jobs_done
+                total += entry.workflow.total_jobs
+        return done, total
+
+    def finish(self, rc: int = 0) -> list[Event]:
+        """MONITORD_FINISHED in every workflow's jobstate.log; the last buffered events."""
+        events: list[Event] = []
+        now = int(time.time())
+        for entry in self.tracked:
+            if entry.workflow is not None:
+                entry.workflow.finish(rc, now)
+                entry.workflow.flush(sync=True)
+                events.extend(entry.workflow.take())
+        return events
+
+    def close(self) -> None:
+        for entry in self.tracked:
+            if entry.workflow is not None:
+                entry.workflow.close()
+
+    # ------------------------------------------------------------ checkpoints
+    def to_state(self) -> dict[str, Any]:
+        return {"version": 1, "workflows": [
+            {"dagman_out": e.dagman_out, "parent": e.parent, "offset": e.offset, "broken": e.broken,
+             "engine": e.workflow.to_state() if e.workflow is not None else None}
+            for e in self.tracked]}
+
+    def _restore(self, state: dict[str, Any]) -> None:
+        if state.get("version") != 1:
+            raise ValueError(f"unknown monitor state version {state.get('version')!r}")
+        for item in state["workflows"]:
+            entry = self._track(item["dagman_out"], item.get("parent") or {})
+            entry.offset = int(item.get("offset", 0))
+            entry.broken = bool(item.get("broken"))
+            if item.get("engine") is not None:
+                self._engine(entry, item["engine"])

@@ -1,0 +1,65 @@
+"""Event loop (uvloop where available), signals and the stderr reporter."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+from typing import Any, Callable, Coroutine
+
+from .urls import mask
+
+
+def run(main: Coroutine[Any, Any, int]) -> int:
+    """Run `main` on uvloop (Linux/macOS), falling back to asyncio's loop."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
+        return asyncio.run(main)
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(main)
+
+
+def loop_name() -> str:
+    loop = asyncio.get_running_loop()
+    return f"{type(loop).__module__}.{type(loop).__name__}"
+
+
+class MaskingFormatter(logging.Formatter):
+    """Never lets a password in a URL reach the log."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return mask(super().format(record))
+
+
+def setup_logging(verbosity: int) -> None:
+    level = logging.WARNING if verbosity <= 0 else logging.INFO if verbosity == 1 else logging.DEBUG
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(MaskingFormatter("streamer: %(levelname)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    logging.getLogger("aio_pika").setLevel(max(level, logging.WARNING))
+    logging.getLogger("aiormq").setLevel(max(level, logging.ERROR))
+
+
+def install_signal_handlers(on_stop: Callable[[int], None]) -> None:
+    """SIGINT/SIGTERM call `on_stop(signum)`; a second signal exits at once."""
+    loop = asyncio.get_running_loop()
+    seen: list[int] = []
+
+    def handler(signum: int) -> None:
+        if seen:
+            sys.stderr.write("streamer: second signal: exiting without flushing\n")
+            sys.stderr.flush()
+            os._exit(128 + signum)
+        seen.append(signum)
+        on_stop(signum)
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(signum, handler, signum)
+        except (NotImplementedError, RuntimeError):  # pragma: no cover - non-Unix
+            pass

@@ -1,0 +1,51 @@
+"""What the bus needs from a source of events.
+
+A source yields batches of events, each with the position reached after it
+(an opaque, JSON-serialisable value, or None when the source cannot resume).
+The bus calls `commit(position)` once every endpoint has acknowledged every
+event up to that batch; the source persists it (checkpoint file, state
+file) so a restart resumes there: nothing lost, nothing repeated.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator
+
+from ..events import Event
+
+
+@dataclass
+class Batch:
+    """Events read together, and where the source stands once they are delivered."""
+
+    events: list[Event]
+    position: Any = None
+    done: int = 0
+    """Units of work done so far (lines, jobs, ...) for progress lines."""
+    total: int | None = None
+    """Units of work in all, when known."""
+    warnings: list[str] = field(default_factory=list)
+
+
+class SourceError(Exception):
+    """The source cannot go on (e.g. a bad line under --strict): the run ends with exit 1
+    once what came before has been delivered."""
+
+
+class Source(abc.ABC):
+    """Base of event sources (event-file follower, workflow monitor, broker tail)."""
+
+    @abc.abstractmethod
+    def batches(self) -> AsyncIterator[Batch]:
+        """Batches of events in order; ends when the source is exhausted (replay) or stopped."""
+
+    async def commit(self, position: Any) -> None:
+        """Everything up to `position` is acknowledged by all endpoints: persist it."""
+
+    def stop(self) -> None:
+        """Ask the source to end after the batch under way (signals, shutdown)."""
+
+    async def close(self) -> None:
+        """Release files and tasks."""

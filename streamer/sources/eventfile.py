@@ -1,0 +1,218 @@
+"""Source over `.bp` and `.jsonl` event files (replay or follow), with checkpoints.
+
+Each line is decoded by its first character: `{` is a JSON event (monitord's
+AMQP form or streamer's JSONL), anything else a BP line. A malformed line is
+reported as `FILE:LINE: reason`, counted and skipped (or, with `strict`,
+stops the run). The checkpoint file records, per input file, the device,
+inode, byte offset and line number reached once every endpoint acknowledged
+the events before it; it is written atomically (temp file, fsync, rename).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, AsyncIterator, Callable
+
+from ..atomic import write_atomically
+from ..events import Event, bp, jsonenc
+from .base import Batch, Source, SourceError
+from .follow import Chunk, FileFollower, FilePosition
+
+log = logging.getLogger("streamer.source")
+
+CHECKPOINT_VERSION = 1
+
+
+class InputError(SourceError, ValueError):
+    """A bad line under `--strict`: carries FILE:LINE: reason, and how many lines of its chunk came before."""
+
+    good_lines: int = 0
+    events: list = []
+
+
+def decode_line(raw: bytes | str) -> Event | None:
+    """One line -> Event; None for a blank or `#` comment line. Raises ValueError with the reason."""
+    if isinstance(raw, bytes):
+        try:
+            raw = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"not UTF-8 text (byte {exc.start})") from None
+    text = raw.strip()
+    if not text or text[0] == "#":
+        return None
+    if "\x00" in text:
+        raise ValueError("NUL byte in line")
+    if text[0] == "{":
+        return jsonenc.parse_line(text)
+    return bp.parse_line(text)
+
+
+def _texts(lines: list[bytes]) -> list[bytes] | list[str]:
+    """Decode a chunk's lines in one call when it is all UTF-8 (the usual case)."""
+    try:
+        return b"\n".join(lines).decode("utf-8").split("\n")
+    except UnicodeDecodeError:
+        return lines
+
+
+@dataclass
+class InputStats:
+    lines: int = 0
+    events: int = 0
+    bad: int = 0
+    bad_by_file: dict[str, int] = field(default_factory=dict)
+
+
+class CheckpointStore:
+    """Atomic JSON checkpoint file: {"version": 1, "files": {path: position}}."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    def load(self) -> dict[str, FilePosition]:
+        try:
+            data = json.loads(self.path.read_text())
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"{self.path}: unreadable checkpoint: {exc}") from None
+        if not isinstance(data, dict) or data.get("version") != CHECKPOINT_VERSION:
+            raise ValueError(f"{self.path}: not a streamer checkpoint (version {CHECKPOINT_VERSION})")
+        return {key: FilePosition.from_dict(value) for key, value in data.get("files", {}).items()}
+
+    def save(self, files: dict[str, FilePosition]) -> None:
+        payload = {"version": CHECKPOINT_VERSION, "files": {k: v.as_dict() for k, v in files.items()}}
+        write_atomically(self.path, json.dumps(payload).encode())
+
+
+class EventFileSource(Source):
+    """Events from one or more event files, in file order (replay) or as they grow (follow)."""
+
+    def __init__(self, paths: list[str | Path], *, follow: bool = False, checkpoint: str | Path | None = None,
+                 strict: bool = False, poll_interval: float = 0.2,
+                 report: Callable[[str], None] | None = None) -> None:
+        self.paths = [Path(p) for p in paths]
+        self.follow = follow
+        self.strict = strict
+        self.poll_interval = poll_interval
+        self.store = CheckpointStore(checkpoint) if checkpoint else None
+        self.positions: dict[str, FilePosition] = self.store.load() if self.store else {}
+        self.stats = InputStats()
+        self.report = report or (lambda message: log.warning("%s", message))
+        self._followers: list[FileFollower] = []
+        # every file's position as of the last batch read: each batch carries a
+        # snapshot, so committing the newest acknowledged one covers all files
+        self._reading: dict[str, dict] = {k: v.as_dict() for k, v in self.positions.items()}
+        self._total_bytes = sum(p.stat().st_size for p in self.paths if p.is_file())
+
+    @staticmethod
+    def key(path: Path) -> str:
+        return str(path.resolve())
+
+    def stop(self) -> None:
+        for follower in self._followers:
+            follower.stop()
+
+    async def commit(self, position: Any) -> None:
+        """`position` is {file key: FilePosition dict} of files advanced by acknowledged batches."""
+        for key, value in position.items():
+            self.positions[key] = FilePosition.from_dict(value)
+        if self.store is not None:
+            await asyncio.to_thread(self.store.save, dict(self.positions))
+
+    def _decode_chunk(self, path: Path, chunk: Chunk) -> list[Event]:
+        events: list[Event] = []
+        for line_no, reason in chunk.problems:
+            self._bad(path, line_no, reason)
+        number = chunk.first_line
+        for raw in _texts(chunk.lines):
+            try:
+                event = decode_line(raw)
+            except ValueError as exc:
+                try:
+                    self._bad(path, number, str(exc))
+                except InputError as stop:
+                    stop.good_lines, stop.events = number - chunk.first_line, events
+                    raise
+            else:
+                if event is not None:
+                    events.append(event)
+            number += 1
+        self.stats.lines += len(chunk.lines)
+        self.stats.events += len(events)
+        return events
+
+    def _bad(self, path: Path, line_no: int, reason: str) -> None:
+        message = f"{path}:{line_no}: {reason}"
+        self.stats.bad += 1
+        self.stats.bad_by_file[str(path)] = self.stats.bad_by_file.get(str(path), 0) + 1
+        if self.strict:
+            raise InputError(message)
+        self.report(message)
+
+    async def _file_batches(self, path: Path) -> AsyncIterator[Batch]:
+        key = self.key(path)
+        follower = FileFollower(path, follow=self.follow, start=self.positions.get(key),
+                                poll_interval=self.poll_interval)
+        self._followers.append(follower)
+        async for chunk in follower.chunks():
+            try:
+                events = self._decode_chunk(path, chunk)
+            except InputError as stop:  # deliver the lines before the bad one, then stop
+                good = chunk.lines[:stop.good_lines]
+                end = chunk.start + sum(len(x) + 1 for x in good)
+                at = FilePosition(chunk.position.path, chunk.position.dev, chunk.position.ino, end,
+                                  chunk.first_line - 1 + len(good))
+                self._reading[key] = at.as_dict()
+                yield Batch(stop.events, dict(self._reading), done=end, total=self._total_bytes or None)
+                raise
+            self._reading[key] = chunk.position.as_dict()
+            yield Batch(events, dict(self._reading), done=chunk.position.offset,
+                        total=self._total_bytes or None)
+
+    async def batches(self) -> AsyncIterator[Batch]:
+        if not self.follow or len(self.paths) == 1:
+            done_before = 0
+            for path in self.paths:
+                last = 0
+                async for batch in self._file_batches(path):
+                    last = batch.done
+                    batch.done += done_before
+                    yield batch
+                done_before += last
+            return
+        async for batch in self._merged():
+            yield batch
+
+    async def _merged(self) -> AsyncIterator[Batch]:
+        """Follow several files at once: batches interleave, each file stays in order."""
+        queue: asyncio.Queue[Batch | BaseException | None] = asyncio.Queue(maxsize=64)
+
+        async def pump(path: Path) -> None:
+            try:
+                async for batch in self._file_batches(path):
+                    await queue.put(batch)
+            except BaseException as exc:  # hand errors to the consumer
+                await queue.put(exc)
+            finally:
+                await queue.put(None)
+
+        tasks = [asyncio.create_task(pump(p)) for p in self.paths]
+        running = len(tasks)
+        try:
+            while running:
+                item = await queue.get()
+                if item is None:
+                    running -= 1
+                elif isinstance(item, BaseException):
+                    raise item
+                else:
+                    yield item
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)

@@ -1,0 +1,116 @@
+"""Helpers for the AMQP tests: a consumer queue, a TCP forwarder that can 'lose' the broker."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from typing import Any
+
+import aio_pika
+
+from conftest import AMQP_HOST, AMQP_PORT
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{secrets.token_hex(6)}"
+
+
+class Capture:
+    """A queue bound with `#` to a test exchange (declared like the endpoint does), collecting messages."""
+
+    def __init__(self, url: str, exchange: str, *, durable_queue: str | None = None) -> None:
+        self.url = url
+        self.exchange_name = exchange
+        self.durable_queue = durable_queue
+        self.messages: list[Any] = []
+        self._arrived = asyncio.Event()
+
+    async def __aenter__(self) -> "Capture":
+        self.connection = await aio_pika.connect(self.url)
+        self.channel = await self.connection.channel()
+        self.exchange = await self.channel.declare_exchange(self.exchange_name, "topic", durable=True)
+        if self.durable_queue:
+            self.queue = await self.channel.declare_queue(self.durable_queue, durable=True)
+        else:
+            self.queue = await self.channel.declare_queue(exclusive=True)
+        await self.queue.bind(self.exchange, "#")
+        return self
+
+    async def start(self) -> None:
+        await self.channel.set_qos(prefetch_count=2000)
+        await self.queue.consume(self._on_message)
+
+    async def _on_message(self, message: Any) -> None:
+        self.messages.append(message)
+        self._arrived.set()
+        await message.ack()
+
+    async def wait_for(self, count: int, timeout: float = 60.0) -> list[Any]:
+        """Messages once `count` arrived (or whatever arrived when `timeout` ran out), plus a short settle."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while len(self.messages) < count and loop.time() < deadline:
+            self._arrived.clear()
+            try:
+                await asyncio.wait_for(self._arrived.wait(), max(0.01, deadline - loop.time()))
+            except asyncio.TimeoutError:
+                break
+        await asyncio.sleep(0.3)  # anything beyond `count` (duplicates) would show up here
+        return list(self.messages)
+
+    async def __aexit__(self, *exc: Any) -> None:
+        try:
+            if self.durable_queue:
+                await self.queue.delete(if_unused=False, if_empty=False)
+            await self.exchange.delete()
+        finally:
+            await self.connection.close()
+
+
+class Forwarder:
+    """A real TCP proxy to RabbitMQ that refuses connections while 'down' and cuts live ones on `down()`."""
+
+    def __init__(self) -> None:
+        self.up = False
+        self.accepted = 0
+        self.refused = 0
+        self._pipes: set[asyncio.StreamWriter] = set()
+
+    async def start(self) -> int:
+        self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        return self.server.sockets[0].getsockname()[1]
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if not self.up:
+            self.refused += 1
+            writer.transport.abort()
+            return
+        self.accepted += 1
+        try:
+            up_reader, up_writer = await asyncio.open_connection(AMQP_HOST, AMQP_PORT)
+        except OSError:
+            writer.transport.abort()
+            return
+        self._pipes.update((writer, up_writer))
+        await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer),
+                             return_exceptions=True)
+
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        finally:
+            self._pipes.discard(writer)
+            writer.transport.abort()
+
+    def down(self) -> None:
+        self.up = False
+        for writer in list(self._pipes):
+            writer.transport.abort()
+        self._pipes.clear()
+
+    async def close(self) -> None:
+        self.down()
+        self.server.close()
+        await self.server.wait_closed()

@@ -1,0 +1,78 @@
+"""Shared fixtures: where ../shared lives, and the servers tests need.
+
+Rules (DEVELOPERS.md): with CI=true a missing server or corpus FAILS the test;
+outside CI it is skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = Path(os.environ.get("STREAMER_SHARED", ROOT.parent / "shared"))
+CORPUS = SHARED / "corpus"
+GOLDEN = SHARED / "golden"
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+PG_HOST = os.environ.get("STREAMER_PG_HOST", "127.0.0.1")
+PG_PORT = int(os.environ.get("STREAMER_PG_PORT", "5432"))
+AMQP_HOST = os.environ.get("STREAMER_AMQP_HOST", "127.0.0.1")
+AMQP_PORT = int(os.environ.get("STREAMER_AMQP_PORT", "5672"))
+
+
+def unavailable(reason: str) -> None:
+    """Skip outside CI, fail in CI."""
+    if IN_CI:
+        pytest.fail(f"required in CI: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def port_open(host: str, port: int, timeout: float = 1.0) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def shared() -> Path:
+    if not CORPUS.is_dir() or not GOLDEN.is_dir():
+        unavailable(f"corpus not found at {SHARED} (set STREAMER_SHARED)")
+    return SHARED
+
+
+@pytest.fixture(scope="session")
+def corpus(shared: Path) -> Path:
+    return shared / "corpus"
+
+
+@pytest.fixture(scope="session")
+def golden(shared: Path) -> Path:
+    return shared / "golden"
+
+
+@pytest.fixture
+def postgres_dsn() -> str:
+    if not port_open(PG_HOST, PG_PORT):
+        unavailable(f"PostgreSQL not reachable at {PG_HOST}:{PG_PORT}")
+    user = os.environ.get("STREAMER_PG_USER", "postgres")
+    return f"postgresql://{user}@{PG_HOST}:{PG_PORT}/postgres"
+
+
+@pytest.fixture
+def amqp_url() -> str:
+    if not port_open(AMQP_HOST, AMQP_PORT):
+        unavailable(f"RabbitMQ not reachable at {AMQP_HOST}:{AMQP_PORT}")
+    return f"amqp://guest:guest@{AMQP_HOST}:{AMQP_PORT}/%2F"
+
+
+@pytest.fixture
+def python() -> str:
+    """The interpreter running the tests (to run `python -m streamer` in subprocesses)."""
+    return sys.executable

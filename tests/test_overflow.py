@@ -1,0 +1,81 @@
+"""A stalled endpoint parks its events on disk; the others keep their pace; nothing is lost."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Sequence
+
+from streamer.bus import Bus, make_route
+from streamer.endpoints.base import Endpoint
+from streamer.events import Event
+from streamer.sources.base import Batch
+from streamer.urls import EndpointURL
+
+
+class Recorder(Endpoint):
+    """Keeps what it receives; waits on `gate` before each write while the gate is closed."""
+
+    def __init__(self, name: str, gate: asyncio.Event | None = None, **options) -> None:
+        super().__init__(EndpointURL.parse(f"file:///{name}"), options)
+        self.received: list[Event] = []
+        self.gate = gate
+
+    async def write(self, batch: Sequence[Event]) -> None:
+        if self.gate is not None:
+            await self.gate.wait()
+        self.received.extend(batch)
+
+
+def events(start: int, count: int) -> list[Event]:
+    return [Event("stampede.xwf.meta", {"ts": 1, "key": "n", "value": str(i)}) for i in range(start, start + count)]
+
+
+async def test_stalled_endpoint_overflows_to_disk_and_the_fast_one_gets_everything(tmp_path) -> None:
+    gate = asyncio.Event()
+    slow = Recorder("slow", gate, buffer=100, batch=10, overflow_dir=str(tmp_path))
+    fast = Recorder("fast", buffer=100, batch=10)
+    committed: list[int] = []
+
+    async def commit(position: int) -> None:
+        committed.append(position)
+
+    bus = Bus([make_route(slow), make_route(fast)], commit=commit, checkpoint_interval=0)
+    await bus.start()
+    for n in range(100):
+        await bus.publish(Batch(events(n * 10, 10), position=n))
+    for _ in range(200):
+        if len(fast.received) == 1000:
+            break
+        await asyncio.sleep(0.01)
+    assert [e.fields["value"] for e in fast.received] == [str(i) for i in range(1000)]
+    assert slow.received == []
+    parked = list(tmp_path.glob("*.overflow"))
+    assert len(parked) == 1 and parked[0].stat().st_size > 0
+    assert committed == []  # the slow endpoint acknowledged nothing: no checkpoint yet
+    gate.set()
+    await bus.close()
+    assert [e.fields["value"] for e in slow.received] == [str(i) for i in range(1000)]
+    assert [e.id for e in slow.received] == [e.id for e in fast.received]
+    assert committed[-1] == 99
+    assert list(tmp_path.glob("*.overflow")) == []
+
+
+async def test_overflow_off_applies_backpressure_to_the_source() -> None:
+    gate = asyncio.Event()
+    slow = Recorder("slow", gate, buffer=100, batch=10, overflow="off")
+    fast = Recorder("fast", buffer=100, batch=10)
+    bus = Bus([make_route(slow), make_route(fast)])
+    await bus.start()
+
+    async def produce() -> None:
+        for n in range(100):
+            await bus.publish(Batch(events(n * 10, 10), position=n))
+
+    producer = asyncio.create_task(produce())
+    await asyncio.sleep(0.2)
+    assert not producer.done()                 # held back by the slow endpoint's full buffer
+    assert 100 <= len(fast.received) < 1000    # the fast one got at most a buffer ahead
+    gate.set()
+    await producer
+    await bus.close()
+    assert len(slow.received) == len(fast.received) == 1000
