@@ -1,6 +1,6 @@
 """Workflow-monitor benchmark: `streamer replay` against the real `pegasus-monitord -r`.
 
-    python bench/bench_monitor.py [--jobs 1000,5000,20000] [--monitord /tmp/pegvenv/bin/python]
+    python bench/bench_monitor.py [--jobs 1000,5000,20000] [--monitord PYTHON]
                                   [--scenario success] [--db] [--skip-streamer] [--skip-monitord] [--keep]
 
 For each size the synthetic generator (streamer.synth) writes a submit directory of N
@@ -9,7 +9,7 @@ gets its own identical copy (both write jobstate.log and state files into the ru
 
   streamer  `python -m streamer replay DIR --dest file:///.../streamer.bp`
   monitord  `python -m Pegasus.cli.pegasus-monitord -r --dest file:///.../monitord.bp <dag>.dagman.out`
-            run from inside the copy, as monitord expects (pegasus-wms lives in its own venv)
+            run from inside the copy, as monitord expects (pegasus-wms from the test extra, or --monitord PYTHON)
 
 Both write a BP file. Printed per tool: wall seconds, events written, events/s, peak RSS
 of the process tree (a fresh parent per run reads RUSAGE_CHILDREN), then the ratio.
@@ -115,7 +115,7 @@ def bench_size(n: int, args: argparse.Namespace, work: Path) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--jobs", default="1000,5000,20000", help="comma-separated compute-job counts")
-    ap.add_argument("--monitord", default="/tmp/pegvenv/bin/python", help="a python with pegasus-wms installed")
+    ap.add_argument("--monitord", default=sys.executable, help="a python with pegasus-wms installed (default: this one; the test extra installs it)")
     ap.add_argument("--scenario", default="success")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--db", action="store_true", help="load a Stampede SQLite DB instead of writing BP")

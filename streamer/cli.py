@@ -118,6 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
         cmd.add_argument("--append", action="store_true",
                          help="database endpoints: keep rows of an earlier load of this workflow")
         cmd.add_argument("--no-jobstate", action="store_true", help="do not write jobstate.log")
+        cmd.add_argument("--parser", choices=("auto", "thread", "process"), default="auto",
+                         help="where log parsing runs: a thread, or a child process that overlaps it with "
+                              "delivery on a second core (auto: a process for a dagman.out over 4 MB)")
         cmd.add_argument("--state", metavar="PATH", help="where to keep the resume state "
                          "(default: streamer.state.json in the submit dir)")
         if follow:
@@ -256,7 +259,7 @@ async def cmd_monitor(args: argparse.Namespace, *, follow: bool) -> int:
         raise ConfigError(f"{args.path}: no such submit directory or dagman.out file")
     source = WorkflowSource(path, follow=follow, recursive=not args.no_recursive, timezone=args.timezone,
                             keep_alive=getattr(args, "keep_alive", False), write_jobstate=not args.no_jobstate,
-                            state_path=Path(args.state) if args.state else None)
+                            state_path=Path(args.state) if args.state else None, parser=args.parser)
     settings = collect_endpoints(args, defaults=[source.default_db_url()])
     defaults = {"replay": not args.append and not follow}
     if not args.dest and not args.config and not args.conf and not args.quiet:

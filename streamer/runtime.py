@@ -36,13 +36,18 @@ class MaskingFormatter(logging.Formatter):
 
 def setup_logging(verbosity: int) -> None:
     level = logging.WARNING if verbosity <= 0 else logging.INFO if verbosity == 1 else logging.DEBUG
+    log_to_stderr(level)
+    logging.getLogger("aio_pika").setLevel(max(level, logging.WARNING))
+    logging.getLogger("aiormq").setLevel(max(level, logging.ERROR))
+
+
+def log_to_stderr(level: int) -> None:
+    """streamer's log lines (passwords masked) on stderr at `level`; also used by worker processes."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(MaskingFormatter("streamer: %(levelname)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
-    logging.getLogger("aio_pika").setLevel(max(level, logging.WARNING))
-    logging.getLogger("aiormq").setLevel(max(level, logging.ERROR))
 
 
 def install_signal_handlers(on_stop: Callable[[int], None]) -> None:

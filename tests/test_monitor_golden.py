@@ -36,8 +36,8 @@ def fresh_copy(corpus: Path, name: str, tmp_path: Path) -> Path:
     return target
 
 
-async def _replay(directory: Path) -> list[Event]:
-    source = WorkflowSource(directory, timezone="UTC")
+async def _replay(directory: Path, parser: str = "auto") -> list[Event]:
+    source = WorkflowSource(directory, timezone="UTC", parser=parser)
     events: list[Event] = []
     async for batch in source.batches():
         events.extend(batch.events)
@@ -45,8 +45,8 @@ async def _replay(directory: Path) -> list[Event]:
     return events
 
 
-def replay(directory: Path) -> list[Event]:
-    return asyncio.run(_replay(directory))
+def replay(directory: Path, parser: str = "auto") -> list[Event]:
+    return asyncio.run(_replay(directory, parser))
 
 
 def _ignored(name: str) -> tuple[str, ...]:
@@ -143,3 +143,13 @@ def test_default_db_url(replays) -> None:
     assert source.submit_dir == str(directory)
     by_file = WorkflowSource(directory / "process-0.dag.dagman.out")
     assert by_file.submit_dir == str(directory)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_child_process_parser_gives_the_same_stream(replays, corpus: Path, tmp_path: Path, name: str) -> None:
+    """`--parser process` (the default for large workflows) changes where parsing runs, nothing else."""
+    directory = fresh_copy(corpus, name, tmp_path)
+    events = replay(directory, parser="process")
+    assert [(e.id, e.name, e.fields) for e in events] == [(e.id, e.name, e.fields) for e in replays[name][1]]
+    ours = (directory / "jobstate.log").read_text()
+    assert _without_monitord_lines(ours) == _without_monitord_lines((replays[name][0] / "jobstate.log").read_text())

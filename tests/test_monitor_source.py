@@ -14,17 +14,21 @@ from streamer.events import bp
 
 
 async def _run(source: WorkflowSource, *, stop_after: int | None = None, commit: bool = True) -> list:
-    """Events of `source`; with stop_after, commit that many batches then 'crash' (abandon it)."""
-    events = []
+    """Events of `source`, committing positions as the bus does (a batch may carry none);
+    with stop_after, take that many batches then 'crash' (abandon it). Returns the events
+    up to the last committed position: what a restart must not repeat."""
+    events: list = []
+    committed = 0
     count = 0
     async for batch in source.batches():
         if stop_after is not None and count == stop_after:
             break  # this batch is never acknowledged
         events.extend(batch.events)
-        if commit:
+        if commit and batch.position is not None:
             await source.commit(batch.position)
+            committed = len(events)
         count += 1
-    return events
+    return events[:committed] if stop_after is not None else events
 
 
 @pytest.mark.parametrize("stop_after", [1, 3, 7])
@@ -32,9 +36,10 @@ def test_resume_after_crash_loses_and_repeats_nothing(corpus: Path, golden: Path
                                                        stop_after: int) -> None:
     reference = [e.id for e in replay(fresh_copy(corpus, "process_wf_failure", tmp_path / "ref"))]
     directory = fresh_copy(corpus, "process_wf_failure", tmp_path / "run")
-    first = WorkflowSource(directory, timezone="UTC")
-    first.read_size = 1500  # many small batches
+    first = WorkflowSource(directory, timezone="UTC", snapshot_interval=0)
+    first.read_size = 1500  # many small batches, each with its position
     before = asyncio.run(_run(first, stop_after=stop_after))
+    assert before, "a position was committed before the crash"
     assert (directory / "streamer.state.json").is_file()
     second = WorkflowSource(directory, timezone="UTC")
     after = asyncio.run(_run(second))

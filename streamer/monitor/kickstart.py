@@ -26,6 +26,8 @@ from typing import Any
 
 import yaml
 
+from . import yamlsub
+
 log = logging.getLogger(__name__)
 
 MULTIPART_MARKER = "---------------pegasus-multipart"
@@ -255,7 +257,23 @@ def _parent_keep(stack: list[tuple[int, Any]], indent: int) -> bool:
     return False
 
 
+def _yaml_scalar(text: str) -> Any:
+    return yaml.load(text, Loader=_Loader)
+
+
+def _load_yaml(chunk: str, keep: Any = True) -> Any:
+    """A YAML record: the fast kickstart-subset loader, PyYAML for anything else."""
+    try:
+        return yamlsub.load(chunk, keep, _yaml_scalar)
+    except (yamlsub.Unsupported, yaml.YAMLError):
+        return yaml.load(chunk, Loader=_Loader)
+
+
 def _load_invocation(chunk: str) -> Any:
+    try:
+        return yamlsub.load(chunk, _KEEP, _yaml_scalar)
+    except (yamlsub.Unsupported, yaml.YAMLError):
+        pass
     pruned = prune(chunk)
     if pruned is not None:
         try:
@@ -302,7 +320,7 @@ def parse(text: str, where: str = "kickstart") -> list[dict[str, Any]]:
 
 def _multipart(chunk: str, where: str) -> list[dict[str, Any]]:
     try:
-        entries = yaml.load(chunk, Loader=_Loader)
+        entries = _load_yaml(chunk)
     except yaml.YAMLError:
         log.warning("%s: unreadable multipart record ignored", where)
         return []

@@ -2,14 +2,17 @@
 
 Replay reads every dagman.out (the root's and, recursively, its
 sub-workflows') to the end and stops; follow tails them until DAGMan exits
-(or, with `keep_alive`, keeps waiting for a restart). Parsing runs in a
-worker thread (`asyncio.to_thread`), a bounded slice of each file per step,
-so the event loop stays responsive on large kickstart records.
+(or, with `keep_alive`, keeps waiting for a restart). Parsing runs off the
+event loop (`runner.py`: a worker thread, or a child process for large
+workflows), a bounded slice of each file per step, so the loop stays
+responsive on large kickstart records.
 
-Each batch carries the whole monitor state as its position (file offsets of
-the lines consumed + engine state + jobstate.log length). `commit()` writes it
-atomically to the state file; a new source finds it there and resumes with no
-event lost or repeated, cutting jobstate.log back to the committed length.
+A batch carries the whole monitor state as its position (file offsets of the
+lines consumed + engine state + jobstate.log length) at most once per
+`snapshot_interval` and whenever the monitor reaches the end of its input;
+the batches in between carry none. `commit()` writes a position atomically to
+the state file; a new source finds it there and resumes with no event lost or
+repeated after it, cutting jobstate.log back to the committed length.
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ import orjson
 from ..atomic import write_atomically
 from ..sources.base import Batch, Source
 from . import braindump
-from .tracker import READ_SIZE, Tracker
+from .runner import SNAPSHOT_INTERVAL, ProcessRunner, Step, ThreadRunner, make_runner
+from .tracker import READ_SIZE
 
 log = logging.getLogger("streamer.monitor")
 
@@ -46,7 +50,8 @@ class WorkflowSource(Source):
 
     def __init__(self, path: str | Path, *, follow: bool = False, recursive: bool = True,
                  timezone: str | None = None, keep_alive: bool = False, write_jobstate: bool = True,
-                 state_path: Path | None = None) -> None:
+                 state_path: Path | None = None, parser: str = "auto",
+                 snapshot_interval: float = SNAPSHOT_INTERVAL) -> None:
         self.follow = follow
         self.keep_alive = keep_alive
         self.recursive = recursive
@@ -57,8 +62,10 @@ class WorkflowSource(Source):
         self.root_xwf_id: str | None = params.get("wf_uuid")
         self.dag_file: str | None = params.get("dag")
         self.state_path = Path(state_path) if state_path else Path(self.submit_dir) / STATE_FILE
+        self.parser = parser
+        self.snapshot_interval = snapshot_interval
         self._stopped = False
-        self.tracker: Tracker | None = None
+        self.runner: ThreadRunner | ProcessRunner | None = None
         self.resumed = False
 
     # ------------------------------------------------------------ identity
@@ -84,17 +91,12 @@ class WorkflowSource(Source):
             return None  # a finished replay replays from the start, as monitord -r does
         return data
 
-    def _open(self) -> Tracker:
+    def _runner(self) -> ThreadRunner | ProcessRunner:
         state = self._load_state()
         self.resumed = state is not None
-        return Tracker(self.dagman_out, recursive=self.recursive, tz=self.timezone,
-                       write_jobstate=self.write_jobstate, state=state)
-
-    def _position(self, complete: bool = False) -> dict[str, Any]:
-        assert self.tracker is not None
-        state = self.tracker.to_state()
-        state["complete"] = complete
-        return orjson.loads(orjson.dumps(state))  # a snapshot: the engine keeps changing
+        return make_runner(self.parser, dagman_out=self.dagman_out, recursive=self.recursive, tz=self.timezone,
+                           write_jobstate=self.write_jobstate, state=state, read_size=self.read_size,
+                           snapshot_interval=self.snapshot_interval)
 
     async def commit(self, position: Any) -> None:
         await asyncio.to_thread(self._save, position)
@@ -103,53 +105,57 @@ class WorkflowSource(Source):
         write_atomically(self.state_path, orjson.dumps(position))
 
     # ------------------------------------------------------------ batches
-    def _batch(self, events: list, complete: bool = False) -> Batch:
-        assert self.tracker is not None
-        done, total = self.tracker.progress()
-        warnings, self.tracker.warnings = self.tracker.warnings, []
-        return Batch(events, self._position(complete), done=done, total=total, warnings=warnings)
-
-    def _step(self, final: bool) -> tuple[list, bool, bool]:
-        assert self.tracker is not None
-        events = self.tracker.step(final=final, max_bytes=self.read_size)
-        return events, self.tracker.all_at_eof(), self.tracker.dagman_finished()
-
-    def _make_batch(self, final: bool) -> tuple[Batch, bool, bool]:
-        events, at_eof, finished = self._step(final)
-        return self._batch(events), at_eof, finished
-
-    def _finish(self) -> Batch:
-        assert self.tracker is not None
-        events = self.tracker.finish(0)
-        return self._batch(events, complete=True)
-
     async def batches(self) -> AsyncIterator[Batch]:
-        self.tracker = await asyncio.to_thread(self._open)
+        self.runner = await asyncio.to_thread(self._runner)
+        log.debug("%s: parsing in a %s", self.dagman_out, self.runner.kind)
+        await self.runner.open()
+        final = not self.follow
         delay = POLL_MIN
-        while not self._stopped:
-            batch, at_eof, finished = await asyncio.to_thread(self._make_batch, not self.follow)
-            if batch.events or batch.warnings:
-                delay = POLL_MIN
-                for part in _slices(batch):
-                    yield part
-                continue
-            if not self.follow:
-                if at_eof:
+        unsaved = False  # a batch went out without a position: the next snapshot must follow it
+        ahead: asyncio.Task[Step] | None = None  # the next step, parsing while this one is delivered
+        try:
+            while True:
+                if ahead is not None:
+                    step, ahead = await ahead, None
+                elif self._stopped:
                     break
-                continue
-            if finished and not self.keep_alive:
-                break
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, POLL_MAX)
-        for part in _slices(await asyncio.to_thread(self._finish)):
+                else:
+                    step = await self.runner.step(final)
+                if step.events or step.warnings:
+                    if not self._stopped:
+                        ahead = asyncio.create_task(self.runner.step(final))
+                    delay = POLL_MIN
+                    unsaved = step.position is None
+                    for part in _slices(_batch(step)):
+                        yield part
+                    continue
+                if unsaved and step.position is not None:  # nothing new, but the state after the last batch
+                    unsaved = False
+                    yield _batch(step)
+                if not self.follow:
+                    if step.at_eof:
+                        break
+                    continue
+                if step.finished and not self.keep_alive:
+                    break
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, POLL_MAX)
+        finally:
+            if ahead is not None:  # the consumer stopped early: let the step in flight end cleanly
+                await asyncio.gather(ahead, return_exceptions=True)
+        for part in _slices(_batch(await self.runner.finish())):
             yield part
 
     def stop(self) -> None:
         self._stopped = True
 
     async def close(self) -> None:
-        if self.tracker is not None:
-            await asyncio.to_thread(self.tracker.close)
+        if self.runner is not None:
+            await self.runner.close()
+
+
+def _batch(step: Step) -> Batch:
+    return Batch(step.events, step.position, done=step.done, total=step.total, warnings=step.warnings)
 
 
 def _slices(batch: Batch) -> list[Batch]:

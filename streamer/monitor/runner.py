@@ -1,0 +1,280 @@
+"""Where the monitor's parsing runs: a worker thread, or a child process on a second core.
+
+The `Tracker` (dagman.out lines, .sub/.out/.err files, the engine) is
+synchronous CPU work. In a thread it shares the GIL with the event loop, so a
+replay does parsing and encoding/publishing on one core, one after the other.
+In a child process the two overlap: the child parses step k+1 while the
+parent types, encodes and delivers step k. Events cross as `(name, fields)`
+tuples (already typed; the parent computes ids), the checkpoint position as
+the tracker's JSON state.
+
+`MonitorCore` is the same in both: it owns the tracker and takes a
+checkpoint snapshot at most once per `snapshot_interval` seconds (and whenever it
+reaches the end of its input), because a snapshot costs time in the number of
+live jobs and the bus keeps one per batch in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from ..events import Event
+from .tracker import Tracker
+
+log = logging.getLogger("streamer.monitor")
+
+SNAPSHOT_INTERVAL = 1.0
+"""Seconds between checkpoint snapshots while the monitor is busy."""
+
+
+@dataclass
+class Step:
+    """What one tracker step produced."""
+
+    events: list[Any]
+    position: dict[str, Any] | None
+    done: int = 0
+    total: int = 0
+    warnings: list[str] = field(default_factory=list)
+    at_eof: bool = False
+    finished: bool = False
+
+
+class MonitorCore:
+    """The tracker plus the checkpoint-snapshot policy (runs in the thread or the child)."""
+
+    def __init__(self, dagman_out: str, *, recursive: bool, tz: str | None, write_jobstate: bool,
+                 state: dict[str, Any] | None, read_size: int, snapshot_interval: float = SNAPSHOT_INTERVAL) -> None:
+        self.tracker = Tracker(dagman_out, recursive=recursive, tz=tz, write_jobstate=write_jobstate, state=state)
+        self.read_size = read_size
+        self.snapshot_interval = snapshot_interval
+        self.last_snapshot = time.monotonic()
+
+    def step(self, final: bool) -> Step:
+        tracker = self.tracker
+        events = tracker.step(final=final, max_bytes=self.read_size)
+        at_eof, finished = tracker.all_at_eof(), tracker.dagman_finished()
+        due = at_eof or finished or time.monotonic() - self.last_snapshot >= self.snapshot_interval
+        return self._result(events, self._snapshot() if due else None, at_eof=at_eof, finished=finished)
+
+    def finish(self) -> Step:
+        events = self.tracker.finish(0)
+        return self._result(events, self._snapshot(complete=True), at_eof=True, finished=True)
+
+    def close(self) -> None:
+        self.tracker.close()
+
+    def _snapshot(self, complete: bool = False) -> dict[str, Any]:
+        self.last_snapshot = time.monotonic()
+        state = self.tracker.to_state()
+        state["complete"] = complete
+        return orjson.loads(orjson.dumps(state))  # a copy: the engine keeps changing
+
+    def _result(self, events: list[Event], position: dict[str, Any] | None, *, at_eof: bool,
+                finished: bool) -> Step:
+        done, total = self.tracker.progress()
+        warnings, self.tracker.warnings = self.tracker.warnings, []
+        return Step(events, position, done, total, warnings, at_eof, finished)
+
+
+class ThreadRunner:
+    """The core in a worker thread of this process (small workflows, one core)."""
+
+    kind = "thread"
+
+    def __init__(self, **options: Any) -> None:
+        self.options = options
+        self.core: MonitorCore | None = None
+
+    async def open(self) -> None:
+        self.core = await asyncio.to_thread(MonitorCore, **self.options)
+
+    async def step(self, final: bool) -> Step:
+        assert self.core is not None
+        return await asyncio.to_thread(self.core.step, final)
+
+    async def finish(self) -> Step:
+        assert self.core is not None
+        return await asyncio.to_thread(self.core.finish)
+
+    async def close(self) -> None:
+        if self.core is not None:
+            await asyncio.to_thread(self.core.close)
+
+
+class MonitorWorkerError(RuntimeError):
+    """The child process that parses the workflow's logs died or could not start."""
+
+
+class ProcessRunner:
+    """The core in a child process (running `serve()`): parsing overlaps delivery.
+
+    A plain subprocess with a pickle protocol over its stdin/stdout rather than
+    multiprocessing: nothing of the caller's `__main__` is re-imported, and the
+    child exits on its own when the parent dies (its stdin closes).
+    """
+
+    kind = "process"
+
+    def __init__(self, **options: Any) -> None:
+        self.options = options
+        self.process: subprocess.Popen[bytes] | None = None
+        self._lock = threading.Lock()  # one request at a time, even if an awaiting task was cancelled
+
+    async def open(self) -> None:
+        self.process = await asyncio.to_thread(
+            subprocess.Popen, [sys.executable, "-c", _CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        await self._call("open", self.options, logging.getLogger().level)
+
+    async def _call(self, op: str, *args: Any) -> Any:
+        # a thread blocks on the pipe: replies are read as soon as they come, whatever the loop is doing
+        status, value = await asyncio.to_thread(self._roundtrip, op, args)
+        if status == "error":
+            raise value
+        return value
+
+    def _roundtrip(self, op: str, args: tuple[Any, ...]) -> tuple[str, Any]:
+        with self._lock:
+            process = self.process
+            if process is None or process.stdin is None or process.stdout is None:
+                raise MonitorWorkerError("the monitor worker process is not running")
+            try:
+                process.stdin.write(_frame((op, args)))
+                process.stdin.flush()
+                header = process.stdout.read(8)
+                data = process.stdout.read(int.from_bytes(header, "little")) if len(header) == 8 else b""
+                if len(header) < 8 or len(data) < int.from_bytes(header, "little"):
+                    raise EOFError
+            except (EOFError, OSError) as exc:
+                code = process.wait()
+                raise MonitorWorkerError(f"the monitor worker process exited (code {code}) during {op!r}") from exc
+            return pickle.loads(data)
+
+    async def step(self, final: bool) -> Step:
+        return _with_events(await self._call("step", final))
+
+    async def finish(self) -> Step:
+        return _with_events(await self._call("finish"))
+
+    async def close(self) -> None:
+        if self.process is None:
+            return
+        try:
+            await self._call("close")
+        except MonitorWorkerError as exc:
+            log.warning("%s", exc)
+        finally:
+            await asyncio.to_thread(self._stop_process)
+
+    def _stop_process(self) -> None:
+        with self._lock:
+            process, self.process = self.process, None
+            if process is None:
+                return
+            if process.stdin is not None:
+                process.stdin.close()
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+            if process.stdout is not None:
+                process.stdout.close()
+
+
+def _frame(message: Any) -> bytes:
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    return len(data).to_bytes(8, "little") + data
+
+
+def _with_events(step: Step) -> Step:
+    step.events = [Event(name, fields) for name, fields in step.events]
+    return step
+
+
+def make_runner(kind: str, **options: Any) -> ThreadRunner | ProcessRunner:
+    """`thread`, `process`, or `auto` (a process for a large dagman.out on a machine with 2+ cores)."""
+    if kind == "auto":
+        kind = "process" if _worth_a_process(options["dagman_out"]) else "thread"
+    if kind == "process":
+        return ProcessRunner(**options)
+    if kind == "thread":
+        return ThreadRunner(**options)
+    raise ValueError(f"unknown parser mode {kind!r} (thread, process or auto)")
+
+
+PROCESS_THRESHOLD = 4 << 20
+"""dagman.out bytes from which `auto` parses in a child process (~3,000 jobs; below, start-up costs more)."""
+
+
+def _worth_a_process(dagman_out: str) -> bool:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:
+        size = os.path.getsize(dagman_out)
+    except OSError:
+        size = 0
+    return cores >= 2 and size >= PROCESS_THRESHOLD
+
+
+# ---------------------------------------------------------------- in the child process
+
+_CHILD = "import sys; from streamer.monitor.runner import serve; sys.exit(serve())"
+
+
+def serve() -> int:
+    """Serve `open`/`step`/`finish`/`close` requests until the parent closes our stdin."""
+    # the parent handles SIGINT/SIGTERM (flushing its endpoints) and then closes us
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    requests, replies = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # a stray print must not corrupt the protocol
+    core: MonitorCore | None = None
+    while True:
+        header = requests.read(8)
+        if len(header) < 8:
+            return 0
+        op, args = pickle.loads(requests.read(int.from_bytes(header, "little")))
+        try:
+            if op == "open":
+                options, level = args
+                from ..runtime import log_to_stderr
+
+                log_to_stderr(level)
+                core = MonitorCore(**options)
+                result: Any = None
+            elif core is None:
+                raise MonitorWorkerError(f"{op!r} before 'open'")
+            elif op == "step":
+                result = _as_tuples(core.step(*args))
+            elif op == "finish":
+                result = _as_tuples(core.finish())
+            elif op == "close":
+                core.close()
+                result = None
+            else:
+                raise MonitorWorkerError(f"unknown request {op!r}")
+            reply = _frame(("ok", result))
+        except Exception as exc:  # the parent re-raises it
+            try:
+                reply = _frame(("error", exc))
+            except Exception:  # an exception that does not pickle
+                reply = _frame(("error", MonitorWorkerError(f"{type(exc).__name__}: {exc}")))
+        replies.write(reply)
+        replies.flush()
+
+
+def _as_tuples(step: Step) -> Step:
+    step.events = [(event.name, event.fields) for event in step.events]
+    return step

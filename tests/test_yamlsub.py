@@ -1,0 +1,79 @@
+"""The kickstart-subset YAML loader gives exactly what PyYAML gives, or steps aside."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from streamer.monitor import kickstart, yamlsub
+from streamer.synth import SCENARIOS, generate
+
+
+def _records(root: Path) -> list[tuple[Path, str, str]]:
+    out = []
+    for path in sorted(root.rglob("*.out*")):
+        if path.is_file() and ".out" in path.name:
+            for kind, chunk in kickstart.split_records(path.read_text(errors="replace")):
+                if kind in ("invocation", "multipart"):
+                    out.append((path, kind, chunk))
+    return out
+
+
+def _same_as_pyyaml(records: list[tuple[Path, str, str]]) -> int:
+    fast = 0
+    for path, kind, chunk in records:
+        reference = yaml.load(chunk, Loader=kickstart._Loader)
+        if kind == "invocation":
+            ours = yamlsub.load(chunk, kickstart._KEEP, kickstart._yaml_scalar)
+            assert kickstart.from_yaml(ours[0]) == kickstart.from_yaml(reference[0]), path
+        else:
+            assert yamlsub.load(chunk, True, kickstart._yaml_scalar) == reference, path
+        fast += 1
+    return fast
+
+
+def test_every_corpus_record_reads_as_pyyaml_reads_it(corpus: Path) -> None:
+    records = _records(corpus / "pegasus")
+    assert len(records) >= 30
+    assert _same_as_pyyaml(records) == len(records)  # no corpus record needs the fallback
+
+
+@pytest.mark.parametrize("scenario", sorted(set(SCENARIOS) - {"xml_kickstart"}))
+def test_every_synthetic_record_reads_as_pyyaml_reads_it(tmp_path: Path, scenario: str) -> None:
+    records = _records(generate(tmp_path / scenario, jobs=6, scenario=scenario, seed=3))
+    assert records
+    _same_as_pyyaml(records)
+
+
+@pytest.mark.parametrize("text", [
+    "a: 1\nb: 1.50\nc: True\nd: ~\ne: null\nf: no\ng: 0o022\nh: 0x1F\ni: 2023-11-14T22:14:05+00:00\n"
+    "j: 10.0.0.15\nk: .5\nl: -3\nm: 1_000\nn: 1:30\no: ''\np: 'it''s'\nq: \"x y\"\nr:\ns: .inf\n",
+    "k:\n- 1\n- two\n-\n  x: 1\n- y: 2\n  z: [1]\n",  # flow value inside: PyYAML decides the whole
+    "data: |\n  line 1\n\n    indented\n  last\nnext: 2\n",
+    "data: |-\n  no newline\nother: x\n",
+    'esc: "a\\tb\\"c"\nuni: "é ü"\n',
+    "top:\n  - a: 1\n    b:\n      - 1\n      - 2\n  - c: 3\n",
+])
+def test_scalar_and_structure_forms(text: str) -> None:
+    expected = yaml.load(text, Loader=kickstart._Loader)
+    try:
+        ours = yamlsub.load(text, True, kickstart._yaml_scalar)
+    except yamlsub.Unsupported:
+        ours = kickstart._load_yaml(text)  # what the monitor does then
+    assert ours == expected
+
+
+@pytest.mark.parametrize("text", [
+    "a: {flow: 1}\n", "a: &x 1\nb: *x\n", "a: !!str 1\n", "a: >\n  folded\n", "a: 1 # comment\n",
+    "a: plain\n  continued\n", "? complex\n: key\n", "a: 1\n\tb: 2\n", "---\na: 1\n", "a: b: c\n",
+])
+def test_outside_the_subset_it_steps_aside(text: str) -> None:
+    with pytest.raises(yamlsub.Unsupported):
+        yamlsub.load(text)
+
+
+def test_keep_spec_leaves_out_unread_subtrees() -> None:
+    text = "- invocation: True\n  hostname: h\n  environment:\n    PATH: /bin\n  mainjob:\n    pid: 3\n    start: t\n"
+    assert yamlsub.load(text, kickstart._KEEP) == [{"invocation": True, "hostname": "h", "mainjob": {"start": "t"}}]
