@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone, tzinfo
 from zoneinfo import ZoneInfo
 
-RE_TS = re.compile(r"\s*(\d{1,2})\/(\d{1,2})(\/(\d{1,2}))?\s+(\d{1,2}):(\d{2}):(\d{2})")
+RE_TS = re.compile(r"(\d{1,2})/(\d{1,2})(?:/(\d{1,2}))?\s+(\d{1,2}):(\d{2}):(\d{2})")
 RE_ISO = re.compile(
     r"^\s*(\d{4}).?(\d{2}).?(\d{2}).(\d{2}).?(\d{2}).?(\d{2})([.,]\d+)?([Zz]|[-+](\d{2}).?(\d{2}))"
 )
@@ -78,11 +78,9 @@ class LineParser:
 
     def timestamp(self, line: str) -> float | None:
         """Epoch seconds of the line's last DAGMan timestamp (or ISO stamp), None without one."""
-        last = None
-        for last in RE_TS.finditer(line):
-            pass
-        if last is not None:
-            key = last.group(1, 2, 4, 5, 6, 7)
+        found = RE_TS.findall(line)
+        if found:
+            key = found[-1]  # the last one: an event's own time, after DAGMan's log time
             value = self._cache.get(key)
             if value is None:
                 if len(self._cache) > 4096:
@@ -101,7 +99,7 @@ class LineParser:
 
     def _epoch(self, key: tuple) -> float:
         month, day, year, hour, minute, second = key
-        full_year = int(year) + 2000 if year is not None else self._year
+        full_year = int(year) + 2000 if year else self._year
         moment = datetime(full_year, int(month), int(day), int(hour), int(minute), int(second))
         if self.tz is None:
             return time.mktime(moment.timetuple())

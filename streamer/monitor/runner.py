@@ -66,7 +66,9 @@ class MonitorCore:
         tracker = self.tracker
         events = tracker.step(final=final, max_bytes=self.read_size)
         at_eof, finished = tracker.all_at_eof(), tracker.dagman_finished()
-        due = at_eof or finished or time.monotonic() - self.last_snapshot >= self.snapshot_interval
+        # never while static.bp events are pending: a resume re-sends them from the start
+        due = not tracker.static_pending() and (
+            at_eof or finished or time.monotonic() - self.last_snapshot >= self.snapshot_interval)
         return self._result(events, self._snapshot() if due else None, at_eof=at_eof, finished=finished)
 
     def finish(self) -> Step:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Generator
 
 from ..events.bp import split_line
 from ..events.event import FieldError, parse_ts
@@ -17,7 +17,7 @@ from ..events.event import FieldError, parse_ts
 log = logging.getLogger(__name__)
 
 
-def read(path: str | Path) -> Iterator[tuple[str, dict[str, object]]]:
+def read(path: str | Path) -> Generator[tuple[str, dict[str, Any]], None, None]:
     """(event name, raw fields with `ts` as epoch) per line; bad lines are logged and skipped."""
     path = Path(path)
     with path.open(encoding="utf-8", errors="replace") as handle:

@@ -23,6 +23,8 @@ from .workflow import Workflow, WorkflowError
 log = logging.getLogger(__name__)
 
 READ_SIZE = 1 << 18
+STATIC_SLICE = 5000
+"""static.bp events per step at most."""
 
 
 @dataclass
@@ -109,9 +111,16 @@ class Tracker:
                     self._warn(f"{entry.run_dir}: no braindump; sub-workflow not monitored")
                     entry.broken = True
                 continue
+            if engine.static_pending:  # its dagman.out waits until the static events are out
+                engine.drain_static(STATIC_SLICE)
+                events.extend(engine.take())
+                continue
             events.extend(engine.take())
             self._read(entry, engine, final, max_bytes, events)
         return events
+
+    def static_pending(self) -> bool:
+        return any(e.workflow is not None and e.workflow.static_pending for e in self.tracked)
 
     def _read(self, entry: Tracked, engine: Workflow, final: bool, max_bytes: int,
               events: list[Event]) -> None:
@@ -168,7 +177,7 @@ class Tracker:
 
     # ------------------------------------------------------------ status
     def all_at_eof(self) -> bool:
-        return all(entry.eof or entry.broken for entry in self.tracked)
+        return not self.static_pending() and all(entry.eof or entry.broken for entry in self.tracked)
 
     def dagman_finished(self) -> bool:
         """The root's DAGMan has exited and every sub-workflow has ended or gone quiet.

@@ -17,7 +17,7 @@ import re
 import socket
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Generator
 
 from ..events import Event, FieldError
 from . import braindump, jobstate, kickstart, staticbp, submitfile
@@ -122,6 +122,8 @@ class Workflow:
         self.subworkflows: dict[str, str] = {}  # dagman.out path -> wf_uuid once known
         self.started_at = started_at if started_at is not None else int(time.time())
         self.jobstate: jobstate.JobstateWriter | None = None
+        self._static: Generator[tuple[str, dict[str, Any]], None, None] | None = None
+        self._static_parent: tuple[str | None, int | None] = (None, None)
         if write_jobstate:
             path = Path(self.run_dir) / "jobstate.log"
             self.jobstate = jobstate.JobstateWriter(path, truncate_at=jobstate_length, rotate=first_run)
@@ -172,14 +174,37 @@ class Workflow:
         self.emit("wf.plan", plan)
         # static.start/end carry wall-clock time in monitord; a fixed ts keeps ids stable
         self.emit("static.start", {"ts": self.wf_ts})
+        self._static_parent = (parent_jobid, parent_jobseq)
         bp_path = Path(self.run_dir) / (os.path.splitext(self.dag_file)[0] + ".static.bp")
         if bp_path.is_file():
-            for name, fields in staticbp.read(bp_path):
-                fields.setdefault("ts", self.wf_ts)
-                self.emit(name, fields)
+            self._static = staticbp.read(bp_path)  # drained by drain_static(), a slice per step
         else:
             self.warn(f"{bp_path}: static.bp missing; no static events for {self.wf_uuid}")
+            self._end_static()
+
+    @property
+    def static_pending(self) -> bool:
+        """static.bp events not sent yet: the dagman.out waits until they are out."""
+        return self._static is not None
+
+    def drain_static(self, limit: int) -> None:
+        """Emit up to `limit` static.bp events (a 20,000-job workflow has ~10 per job:
+        sent in slices, they never sit in memory all at once)."""
+        if self._static is None:
+            return
+        sent = 0
+        for name, fields in self._static:
+            fields.setdefault("ts", self.wf_ts)
+            self.emit(name, fields)
+            sent += 1
+            if sent >= limit:
+                return
+        self._static = None
+        self._end_static()
+
+    def _end_static(self) -> None:
         self.emit("static.end", {"ts": self.wf_ts})
+        parent_jobid, parent_jobseq = self._static_parent
         if self.parent_id is not None and parent_jobid is not None and parent_jobseq is not None:
             self.send_subwf_link(self.wf_uuid, self.parent_id, parent_jobid, parent_jobseq, self.wf_ts)
 
@@ -1132,6 +1157,9 @@ class Workflow:
         self.jobs = {key: Job.from_state(value) for key, value in state.get("jobs", {}).items()}
 
     def close(self) -> None:
+        if self._static is not None:
+            self._static.close()
+            self._static = None
         if self.jobstate is not None:
             self.jobstate.close()
 
@@ -1190,7 +1218,11 @@ def _snippet(text: str, used: int) -> str | None:
 
 def _read_text(path: str) -> str | None:
     try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            return handle.read()
+        with open(path, "rb") as handle:  # bytes then decode: no text-layer set-up per small file
+            data = handle.read()
     except OSError:
         return None
+    text = data.decode("utf-8", errors="replace")
+    if "\r" in text:  # universal newlines, as a text-mode read gives
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text
