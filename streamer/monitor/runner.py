@@ -174,7 +174,8 @@ class ProcessRunner:
         if self.process is None:
             return
         try:
-            await self._call("close")
+            if self.process.poll() is None:  # a dead worker has nothing to close (its death was reported)
+                await self._call("close")
         except MonitorWorkerError as exc:
             log.warning("%s", exc)
         finally:
@@ -186,7 +187,10 @@ class ProcessRunner:
             if process is None:
                 return
             if process.stdin is not None:
-                process.stdin.close()
+                try:
+                    process.stdin.close()
+                except OSError:  # it died with bytes of ours unread
+                    pass
             try:
                 process.wait(10)
             except subprocess.TimeoutExpired:

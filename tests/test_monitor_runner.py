@@ -1,0 +1,160 @@
+"""Where the monitor parses: the child-process runner, bounded steps, throttled snapshots."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from streamer.monitor import tracker as tracker_module
+from streamer.monitor.runner import MonitorCore, MonitorWorkerError, ProcessRunner, make_runner
+from streamer.monitor.source import WorkflowSource
+from streamer.synth import generate, iter_dagman_chunks
+
+
+def _core(directory: Path, **options) -> MonitorCore:
+    dagman_out = str(next(directory.glob("*.dag.dagman.out")))
+    return MonitorCore(dagman_out, recursive=True, tz="UTC", write_jobstate=False, state=None,
+                       read_size=1 << 18, **options)
+
+
+def test_static_events_go_out_in_bounded_steps_before_the_dagman_log(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tracker_module, "STATIC_SLICE", 400)
+    directory = generate(tmp_path / "w", jobs=300, seed=1)
+    core = _core(directory)
+    names: list[str] = []
+    sizes = []
+    while True:
+        step = core.step(True)
+        sizes.append(len(step.events))
+        names.extend(e.name for e in step.events)
+        if not step.events and step.at_eof:
+            break
+    names.extend(e.name for e in core.finish().events)
+    static = names.index("stampede.static.end") - names.index("stampede.static.start") - 1
+    assert static > 3 * tracker_module.STATIC_SLICE  # the workflow is big enough to need several slices
+    full = static // tracker_module.STATIC_SLICE
+    # wf.plan and static.start, then the static.bp events a slice per step
+    assert sizes[:full] == [2 + tracker_module.STATIC_SLICE] + [tracker_module.STATIC_SLICE] * (full - 1)
+    assert names.index("stampede.xwf.start") > names.index("stampede.static.end")
+
+
+def test_snapshots_are_throttled_but_the_end_of_input_always_has_one(tmp_path: Path) -> None:
+    directory = generate(tmp_path / "w", jobs=300, seed=2)
+    core = _core(directory, snapshot_interval=3600)
+    core.read_size = 4096  # many steps
+    steps = []
+    while True:
+        step = core.step(True)
+        steps.append(step)
+        if not step.events and step.at_eof:
+            break
+    assert len(steps) > 20
+    positioned = [s for s in steps if s.position is not None]
+    assert all(s.at_eof for s in positioned) and positioned
+    assert core.finish().position["complete"] is True
+
+
+def test_auto_picks_a_process_only_for_a_large_log(tmp_path: Path) -> None:
+    small = tmp_path / "small.dag.dagman.out"
+    small.write_text("x\n")
+    assert make_runner("auto", dagman_out=str(small)).kind == "thread"
+    big = tmp_path / "big.dag.dagman.out"
+    with big.open("wb") as handle:
+        handle.truncate(8 << 20)
+    expected = "process" if len(os.sched_getaffinity(0)) >= 2 else "thread"
+    assert make_runner("auto", dagman_out=str(big)).kind == expected
+    with pytest.raises(ValueError, match="unknown parser mode"):
+        make_runner("fibers", dagman_out=str(big))
+
+
+def test_a_dead_worker_is_a_clear_error_not_a_hang(tmp_path: Path) -> None:
+    directory = generate(tmp_path / "w", jobs=20, seed=3)
+
+    async def run() -> None:
+        dagman_out = str(next(directory.glob("*.dag.dagman.out")))
+        runner = ProcessRunner(dagman_out=dagman_out, recursive=True, tz="UTC", write_jobstate=False,
+                               state=None, read_size=1 << 18)
+        await runner.open()
+        assert runner.process is not None
+        runner.process.kill()
+        with pytest.raises(MonitorWorkerError, match=r"exited \(code -9\) during 'step'"):
+            await runner.step(True)
+        await runner.close()
+
+    asyncio.run(asyncio.wait_for(run(), 30))
+
+
+def test_process_and_thread_runners_resume_alike(tmp_path: Path) -> None:
+    """A state written by the child process resumes in a thread (and the stream is the same)."""
+    directory = generate(tmp_path / "w", jobs=40, seed=4)
+    reference_dir = generate(tmp_path / "ref", jobs=40, seed=4)
+
+    async def events(source: WorkflowSource, stop_after: int | None = None) -> list:
+        out, committed = [], 0
+        async for batch in source.batches():
+            if stop_after is not None and len(out) >= stop_after:
+                break
+            out.extend(batch.events)
+            if batch.position is not None:
+                await source.commit(batch.position)
+                committed = len(out)
+        await source.close()
+        return out[:committed] if stop_after is not None else out
+
+    reference = asyncio.run(events(WorkflowSource(reference_dir, timezone="UTC", parser="thread")))
+    first = WorkflowSource(directory, timezone="UTC", parser="process", snapshot_interval=0)
+    first.read_size = 2048
+    before = asyncio.run(events(first, stop_after=len(reference) // 2))
+    assert 0 < len(before) < len(reference)
+    after = asyncio.run(events(WorkflowSource(directory, timezone="UTC", parser="thread")))
+    assert [e.id for e in before + after] == [e.id for e in reference]
+
+
+def _children(pid: int) -> list[int]:
+    """Child pids of every thread of `pid` (the worker is started from a worker thread)."""
+    out = []
+    for path in Path(f"/proc/{pid}/task").glob("*/children"):
+        try:
+            out.extend(int(p) for p in path.read_text().split())
+        except OSError:
+            pass
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs /proc")
+def test_worker_exits_when_its_parent_is_killed(tmp_path: Path) -> None:
+    directory = generate(tmp_path / "w", jobs=30, seed=5)
+    chunks = iter_dagman_chunks(directory, pieces=4, seed=5)
+    dagman_out = next(directory.glob("*.dag.dagman.out"))
+    with dagman_out.open("a") as handle:
+        handle.write(next(chunks))  # DAGMan is still running: follow waits
+    parent = subprocess.Popen([sys.executable, "-m", "streamer", "follow", str(directory), "--parser", "process",
+                               "-q", "--dest", f"file://{tmp_path}/out.jsonl"], stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while not _children(parent.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert parent.poll() is None, parent.stderr.read().decode() if parent.stderr else ""
+        (child,) = _children(parent.pid)
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait()
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{child}").exists() and time.monotonic() < deadline:
+            try:
+                os.waitpid(child, os.WNOHANG)  # reaped by init normally; harmless if not ours
+            except ChildProcessError:
+                pass
+            time.sleep(0.05)
+        status = Path(f"/proc/{child}/status")
+        assert not status.exists() or "zombie" in status.read_text(), "the worker outlived its parent"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
