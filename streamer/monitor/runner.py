@@ -4,9 +4,9 @@ The `Tracker` (dagman.out lines, .sub/.out/.err files, the engine) is
 synchronous CPU work. In a thread it shares the GIL with the event loop, so a
 replay does parsing and encoding/publishing on one core, one after the other.
 In a child process the two overlap: the child parses step k+1 while the
-parent types, encodes and delivers step k. Events cross as `(name, fields)`
-tuples (already typed; the parent computes ids), the checkpoint position as
-the tracker's JSON state.
+parent types, encodes and delivers step k. Events cross as raw
+`(name, fields, dagman_out, line)` tuples, typed in the parent (which has
+cycles to spare), the checkpoint position as the tracker's JSON state.
 
 `MonitorCore` is the same in both: it owns the tracker and takes a
 checkpoint snapshot at most once per `snapshot_interval` seconds (and whenever it
@@ -30,8 +30,8 @@ from typing import Any
 
 import orjson
 
-from ..events import Event
 from .tracker import Tracker
+from .workflow import type_raw
 
 log = logging.getLogger("streamer.monitor")
 
@@ -56,8 +56,10 @@ class MonitorCore:
     """The tracker plus the checkpoint-snapshot policy (runs in the thread or the child)."""
 
     def __init__(self, dagman_out: str, *, recursive: bool, tz: str | None, write_jobstate: bool,
-                 state: dict[str, Any] | None, read_size: int, snapshot_interval: float = SNAPSHOT_INTERVAL) -> None:
-        self.tracker = Tracker(dagman_out, recursive=recursive, tz=tz, write_jobstate=write_jobstate, state=state)
+                 state: dict[str, Any] | None, read_size: int, snapshot_interval: float = SNAPSHOT_INTERVAL,
+                 raw_events: bool = False) -> None:
+        self.tracker = Tracker(dagman_out, recursive=recursive, tz=tz, write_jobstate=write_jobstate, state=state,
+                               raw_events=raw_events)
         self.read_size = read_size
         self.snapshot_interval = snapshot_interval
         self.last_snapshot = time.monotonic()
@@ -84,7 +86,7 @@ class MonitorCore:
         state["complete"] = complete
         return orjson.loads(orjson.dumps(state))  # a copy: the engine keeps changing
 
-    def _result(self, events: list[Event], position: dict[str, Any] | None, *, at_eof: bool,
+    def _result(self, events: list[Any], position: dict[str, Any] | None, *, at_eof: bool,
                 finished: bool) -> Step:
         done, total = self.tracker.progress()
         warnings, self.tracker.warnings = self.tracker.warnings, []
@@ -206,7 +208,7 @@ def _frame(message: Any) -> bytes:
 
 
 def _with_events(step: Step) -> Step:
-    step.events = [Event(name, fields) for name, fields in step.events]
+    step.events = type_raw(step.events)  # typing happens here, in the parent
     return step
 
 
@@ -247,26 +249,40 @@ def serve() -> int:
     requests, replies = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # a stray print must not corrupt the protocol
     core: MonitorCore | None = None
+    ahead: Step | Exception | None = None  # replay: the next step, computed while the parent delivers
     while True:
         header = requests.read(8)
         if len(header) < 8:
             return 0
         op, args = pickle.loads(requests.read(int.from_bytes(header, "little")))
+        speculate = False
         try:
             if op == "open":
                 options, level = args
                 from ..runtime import log_to_stderr
 
                 log_to_stderr(level)
-                core = MonitorCore(**options)
+                core = MonitorCore(**options, raw_events=True)
                 result: Any = None
             elif core is None:
                 raise MonitorWorkerError(f"{op!r} before 'open'")
             elif op == "step":
-                result = _as_tuples(core.step(*args))
+                (final,) = args
+                result, ahead = (ahead if ahead is not None else core.step(final)), None
+                if isinstance(result, Exception):
+                    raise result
+                # only a replay reads ahead: a live follower would serve a stale poll
+                speculate = final and (bool(result.events) or not result.at_eof)
             elif op == "finish":
-                result = _as_tuples(core.finish())
+                earlier, ahead = ahead, None
+                if isinstance(earlier, Exception):
+                    raise earlier
+                result = core.finish()
+                if earlier is not None:  # read ahead but never asked for: it goes out first
+                    result.events = earlier.events + result.events
+                    result.warnings = earlier.warnings + result.warnings
             elif op == "close":
+                ahead = None
                 core.close()
                 result = None
             else:
@@ -279,8 +295,8 @@ def serve() -> int:
                 reply = _frame(("error", MonitorWorkerError(f"{type(exc).__name__}: {exc}")))
         replies.write(reply)
         replies.flush()
-
-
-def _as_tuples(step: Step) -> Step:
-    step.events = [(event.name, event.fields) for event in step.events]
-    return step
+        if speculate and core is not None:
+            try:
+                ahead = core.step(True)
+            except Exception as exc:  # reported when that step is asked for
+                ahead = exc

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..events import Event
 from .dagman import LineParser
 from .workflow import Workflow, WorkflowError
 
@@ -47,11 +46,13 @@ class Tracker:
     subwf_idle_polls = 20
 
     def __init__(self, dagman_out: str, *, recursive: bool = True, tz: str | None = None,
-                 write_jobstate: bool = True, state: dict[str, Any] | None = None) -> None:
+                 write_jobstate: bool = True, state: dict[str, Any] | None = None,
+                 raw_events: bool = False) -> None:
         self.parser = LineParser(tz)
         self.recursive = recursive
         self.write_jobstate = write_jobstate
         self.warnings: list[str] = []
+        self.raw_events = raw_events
         self.tracked: list[Tracked] = []
         self.by_path: dict[str, Tracked] = {}
         if state:
@@ -84,7 +85,8 @@ class Tracker:
                 parent_jobid=entry.parent.get("parent_jobid"), parent_jobseq=entry.parent.get("parent_jobseq"),
                 write_jobstate=self.write_jobstate, first_run=state is None,
                 jobstate_length=state.get("jobstate_length") if state else None,
-                started_at=state.get("started_at") if state else None, on_warning=self._warn)
+                started_at=state.get("started_at") if state else None, on_warning=self._warn,
+                raw_events=self.raw_events)
         except (WorkflowError, OSError, ValueError) as exc:
             self._warn(f"{entry.run_dir}: cannot monitor this workflow: {exc}")
             entry.broken = True
@@ -94,12 +96,12 @@ class Tracker:
         return entry.workflow
 
     # ------------------------------------------------------------ reading
-    def step(self, *, final: bool = False, max_bytes: int = READ_SIZE) -> list[Event]:
+    def step(self, *, final: bool = False, max_bytes: int = READ_SIZE) -> list[Any]:
         """Read what is new in every tracked dagman.out; events in order per workflow.
 
         `final` (replay) feeds a last line without newline too, at end of file.
         """
-        events: list[Event] = []
+        events: list[Any] = []
         index = 0
         while index < len(self.tracked):  # sub-workflows found on the way are read in this pass too
             entry = self.tracked[index]
@@ -123,7 +125,7 @@ class Tracker:
         return any(e.workflow is not None and e.workflow.static_pending for e in self.tracked)
 
     def _read(self, entry: Tracked, engine: Workflow, final: bool, max_bytes: int,
-              events: list[Event]) -> None:
+              events: list[Any]) -> None:
         try:
             with open(entry.dagman_out, "rb") as handle:
                 size = os.fstat(handle.fileno()).st_size
@@ -205,9 +207,9 @@ class Tracker:
                 total += entry.workflow.total_jobs
         return done, total
 
-    def finish(self, rc: int = 0) -> list[Event]:
+    def finish(self, rc: int = 0) -> list[Any]:
         """MONITORD_FINISHED in every workflow's jobstate.log; the last buffered events."""
-        events: list[Event] = []
+        events: list[Any] = []
         now = int(time.time())
         for entry in self.tracked:
             if entry.workflow is not None:

@@ -57,11 +57,14 @@ class Workflow:
                  parent_jobid: str | None = None, parent_jobseq: int | None = None,
                  write_jobstate: bool = True, first_run: bool = True,
                  jobstate_length: int | None = None, started_at: int | None = None,
-                 on_warning: Callable[[str], None] | None = None) -> None:
+                 on_warning: Callable[[str], None] | None = None, raw_events: bool = False) -> None:
         self.run_dir = str(run_dir)
         self.dagman_out = str(dagman_out)
         self.parser = parser
-        self.out: list[Event] = []
+        self.raw_events = raw_events
+        """Collect `(name, fields, dagman_out, line_no)` and leave typing to the consumer (`type_raw`):
+        the child-process runner moves that work to the parent, which has cycles to spare."""
+        self.out: list[Any] = []
         self.warn = on_warning or (lambda text: log.warning("%s", text))
         params = braindump.load(self.run_dir)
         self.wf_uuid = params.get("wf_uuid")
@@ -137,6 +140,9 @@ class Workflow:
     def emit(self, name: str, fields: dict[str, Any]) -> None:
         if name != "xwf.map.subwf_job":
             fields.update(self.fixed)
+        if self.raw_events:
+            self.out.append((name, fields, self.dagman_out, self.line_no))
+            return
         try:
             self.out.append(Event.build(name, fields, owned=True))
         except FieldError as exc:
@@ -146,7 +152,7 @@ class Workflow:
         if self.jobstate is not None:
             self.jobstate.write(line)
 
-    def take(self) -> list[Event]:
+    def take(self) -> list[Any]:
         out, self.out = self.out, []
         return out
 
@@ -209,8 +215,8 @@ class Workflow:
             self.send_subwf_link(self.wf_uuid, self.parent_id, parent_jobid, parent_jobseq, self.wf_ts)
 
     def send_subwf_link(self, wf_uuid: str, parent_id: str, jobid: str, jobseq: int, ts: Any) -> None:
-        self.out.append(Event.build("xwf.map.subwf_job", {
-            "ts": ts, "xwf.id": parent_id, "subwf.id": wf_uuid, "job.id": jobid, "job_inst.id": jobseq}))
+        self.emit("xwf.map.subwf_job", {
+            "ts": ts, "xwf.id": parent_id, "subwf.id": wf_uuid, "job.id": jobid, "job_inst.id": jobseq})
 
     def _parse_dag(self) -> None:
         """Submit files, PRE/POST scripts and SUBDAGs of the .dag (monitord's job_info table)."""
@@ -1214,6 +1220,17 @@ def _snippet(text: str, used: int) -> str | None:
     if len(text) <= remaining:
         return text
     return text[:remaining] if remaining > 0 else None
+
+
+def type_raw(raw: list[tuple[str, dict[str, Any], str, int]]) -> list[Event]:
+    """Events from `raw_events` tuples; one that does not fit its schema is reported and left out."""
+    events = []
+    for name, fields, dagman_out, line_no in raw:
+        try:
+            events.append(Event.build(name, fields, owned=True))
+        except FieldError as exc:
+            log.warning("%s:%s: cannot build %s: %s", dagman_out, line_no, name, exc)
+    return events
 
 
 def _read_text(path: str) -> str | None:
