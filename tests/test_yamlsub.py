@@ -77,3 +77,21 @@ def test_outside_the_subset_it_steps_aside(text: str) -> None:
 def test_keep_spec_leaves_out_unread_subtrees() -> None:
     text = "- invocation: True\n  hostname: h\n  environment:\n    PATH: /bin\n  mainjob:\n    pid: 3\n    start: t\n"
     assert yamlsub.load(text, kickstart._KEEP) == [{"invocation": True, "hostname": "h", "mainjob": {"start": "t"}}]
+
+
+def test_fast_record_split_agrees_with_the_line_by_line_split(corpus: Path, tmp_path: Path) -> None:
+    paths = [p for p in sorted((corpus / "pegasus").rglob("*.out*")) if p.is_file() and ".out" in p.name]
+    for scenario in sorted(SCENARIOS):
+        root = generate(tmp_path / scenario, jobs=6, scenario=scenario, seed=3)
+        paths += [p for p in sorted(root.rglob("*.out*")) if p.is_file() and ".out" in p.name]
+    fast = 0
+    for path in paths:
+        text = path.read_text(errors="replace")
+        simple = kickstart._split_simple(text)
+        if simple is not None:
+            assert simple == kickstart._split_lines(text), path
+            fast += 1
+    assert fast > len(paths) // 2
+    odd = "- invocation: True\n  a: 1\nJUNK LINE\n" + kickstart.MULTIPART_MARKER + "\n- x: 1\n"
+    assert kickstart._split_simple(odd) is None
+    assert kickstart.split_records(odd) == [("invocation", "- invocation: True\n  a: 1\n"), ("multipart", "- x: 1\n")]

@@ -115,6 +115,41 @@ def split_monitoring(text: str) -> TaskOutput:
 
 def split_records(text: str) -> list[tuple[str, str]]:
     """(kind, text) chunks: `invocation`, `xml`, `task`, `summary`, `multipart`."""
+    simple = _split_simple(text)
+    return simple if simple is not None else _split_lines(text)
+
+
+_ODD_LINE = re.compile(r"^[^ \-l\n]", re.M)
+
+
+def _split_simple(text: str) -> list[tuple[str, str]] | None:
+    """The common file, one YAML record and at most one multipart block, cut without a line loop.
+
+    None for anything else (clustered, XML, several records, stray lines), which
+    `_split_lines` handles; both give the same chunks where this one answers.
+    """
+    if not text.startswith("- invocation:") or text.find("- invocation:", 1) != -1:
+        return None
+    if "[cluster-" in text or "[seqexec-" in text or "<invocation" in text:
+        return None
+    marker = text.find(MULTIPART_MARKER)
+    if marker == -1:
+        body, rest = text, None
+    else:
+        if text[marker - 1] != "\n" or text.find(MULTIPART_MARKER, marker + 1) != -1:
+            return None
+        body = text[:marker]
+        end = text.find("\n", marker)
+        rest = text[end + 1:] if end != -1 else ""
+    if _ODD_LINE.search(body) or (rest and _ODD_LINE.search(rest)):
+        return None
+    chunks = [("invocation", body)]
+    if rest is not None:
+        chunks.append(("multipart", rest))
+    return chunks
+
+
+def _split_lines(text: str) -> list[tuple[str, str]]:
     chunks: list[tuple[str, str]] = []
     kind: str | None = None
     buffer: list[str] = []

@@ -60,6 +60,7 @@ def load(text: str, keep: Keep = True, scalar_fallback: Callable[[str], Any] | N
     return value
 
 
+_NOT_PLAIN_KEY = frozenset("\"'#\t-") | _INDICATORS
 _MISSING = object()
 _resolved: dict[str, Any] = {}
 """Scalar text -> value: keys and many values repeat from record to record."""
@@ -124,22 +125,35 @@ class _Parser:
     def mapping(self, indent: int, keep: Keep) -> dict[Any, Any]:
         out: dict[Any, Any] = {}
         lines = self.lines
-        while self.pos < len(lines):
+        count = len(lines)
+        keep_all = keep is True
+        keep_map = keep if isinstance(keep, dict) else None
+        other = keep_map.get("*") if keep_map is not None else None
+        while self.pos < count:  # the hot loop of a replay: the common line is handled inline
             line_indent, content, number = lines[self.pos]
             if line_indent != indent:
                 if line_indent > indent:
                     raise Unsupported(f"unexpected indentation at line {number + 1}")
                 break
-            if content.startswith("- ") or content == "-":
+            first = content[0]
+            if first == "-" and (len(content) == 1 or content[1] == " "):
                 break
-            if content[0] in "#\t":
-                raise Unsupported(f"comment or tab at line {number + 1}")
-            colon = _key_colon(content)
-            if colon < 0:
-                raise Unsupported(f"not a `key: value` line at line {number + 1}")
-            key = self.key(content[:colon], number)
-            value_text = content[colon + 1:].lstrip(" ")
-            spec = _child_spec(keep, key)
+            colon = content.find(": ") if first not in _NOT_PLAIN_KEY else -1
+            if colon > 0:
+                key_text, value_text = content[:colon].rstrip(" "), content[colon + 2:].lstrip(" ")
+            elif first not in _NOT_PLAIN_KEY and content[-1] == ":" and len(content) > 1:
+                key_text, value_text = content[:-1], ""
+            else:
+                if first in "#\t":
+                    raise Unsupported(f"comment or tab at line {number + 1}")
+                colon = _key_colon(content)
+                if colon < 0:
+                    raise Unsupported(f"not a `key: value` line at line {number + 1}")
+                key_text, value_text = content[:colon].rstrip(" "), content[colon + 1:].lstrip(" ")
+            key = _resolved.get(key_text, _MISSING)
+            if key is _MISSING:
+                key = self.scalar(key_text, number)
+            spec = True if keep_all else keep_map.get(key, other) if keep_map is not None else None
             self.pos += 1
             if spec is None:
                 self.skip(indent, value_text)
@@ -150,7 +164,7 @@ class _Parser:
                 out[key] = self.literal(indent, value_text, number)
             else:
                 out[key] = self.scalar(value_text, number)
-                if self.pos < len(lines) and lines[self.pos][0] > indent:
+                if self.pos < count and lines[self.pos][0] > indent:
                     raise Unsupported(f"multi-line scalar at line {number + 1}")
         return out
 
@@ -222,9 +236,6 @@ class _Parser:
         return "\n".join(out).rstrip("\n") + "\n"
 
     # ------------------------------------------------------------ scalars
-    def key(self, text: str, number: int) -> Any:
-        return self.scalar(text, number)
-
     def scalar(self, text: str, number: int) -> Any:
         value = _resolved.get(text, _MISSING)
         if value is not _MISSING:
@@ -292,11 +303,3 @@ def _key_colon(content: str) -> int:
         if colon <= 0:
             return -1
     return colon if content[colon + 1:colon + 2] in (" ", "") else -1
-
-
-def _child_spec(keep: Keep, key: Any) -> Keep:
-    if keep is True:
-        return True
-    if isinstance(keep, dict):
-        return keep.get(key, keep.get("*"))
-    return None
