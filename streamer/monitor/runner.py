@@ -164,13 +164,16 @@ class ProcessRunner:
             except (EOFError, OSError) as exc:
                 code = process.wait()
                 raise MonitorWorkerError(f"the monitor worker process exited (code {code}) during {op!r}") from exc
-            return pickle.loads(data)
+            status, value = pickle.loads(data)
+        if status == "ok" and isinstance(value, Step):
+            value.events = type_raw(value.events)  # typed here, in this thread: the loop stays free
+        return status, value
 
     async def step(self, final: bool) -> Step:
-        return _with_events(await self._call("step", final))
+        return await self._call("step", final)
 
     async def finish(self) -> Step:
-        return _with_events(await self._call("finish"))
+        return await self._call("finish")
 
     async def close(self) -> None:
         if self.process is None:
@@ -205,11 +208,6 @@ class ProcessRunner:
 def _frame(message: Any) -> bytes:
     data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
     return len(data).to_bytes(8, "little") + data
-
-
-def _with_events(step: Step) -> Step:
-    step.events = type_raw(step.events)  # typing happens here, in the parent
-    return step
 
 
 def make_runner(kind: str, **options: Any) -> ThreadRunner | ProcessRunner:
