@@ -97,15 +97,39 @@ def parse_line(line: str) -> Event:
     return event
 
 
+_quoted: dict[str, str] = {}
+"""Text value -> its BP form: ids, names and hosts repeat from event to event."""
+
+
 def _text(value: Any) -> str:
+    kind = type(value)
+    if kind is str:
+        if len(value) > 200:  # long texts (task stdout) rarely repeat: not worth keeping
+            return _quote(value)
+        out = _quoted.get(value)
+        if out is None:
+            if len(_quoted) >= 20_000:
+                _quoted.clear()
+            out = _quoted[value] = _quote(value)
+        return out
+    if kind is int or kind is float:
+        return repr(value)
+    return _text_other(value)
+
+
+def _quote(value: str) -> str:
+    if not value or _NEEDS_QUOTES.search(value):
+        escaped = (
+            value.replace("\\", "\\\\").replace('"', '\\"')
+            .replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+        )
+        return f'"{escaped}"'
+    return value
+
+
+def _text_other(value: Any) -> str:
     if isinstance(value, str):
-        if not value or _NEEDS_QUOTES.search(value):
-            escaped = (
-                value.replace("\\", "\\\\").replace('"', '\\"')
-                .replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
-            )
-            return f'"{escaped}"'
-        return value
+        return _quote(value)
     if value is None:
         return "None"
     if isinstance(value, bool):
@@ -136,9 +160,8 @@ def _format_fields(event: Event) -> str:
         "event=" + event.name,
         "level=" + (fields.get("level") or "Info"),
     ]
-    for key, value in fields.items():
-        if key != "ts" and key != "level":
-            parts.append(f"{key}={_text(value)}")
+    text = _text
+    parts += [f"{key}={text(value)}" for key, value in fields.items() if key != "ts" and key != "level"]
     return " ".join(parts)
 
 
