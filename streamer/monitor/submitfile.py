@@ -23,6 +23,8 @@ RE_PROPERTY = re.compile(r"([^:= \t]+)\s*[:=]?\s*(.*)")
 RE_INPUT = re.compile(r"^\s*input\s*=\s*(\S+)")
 RE_OUTPUT = re.compile(r"^\s*output\s*=\s*(\S+)")
 RE_ERROR = re.compile(r"^\s*error\s*=\s*(\S+)")
+_FIRST_CHARS = frozenset("+pgGeaio")
+"""First non-blank characters the patterns above can start with."""
 GOOD_RSL = ("maxcputime", "maxtime", "maxwalltime")
 
 
@@ -74,6 +76,8 @@ def parse(text: str, *, want_environment: bool = False, where: str = ".sub") -> 
     """Parse submit-file text; `want_environment` for pegasus-plan/subdax jobs (sub-workflows)."""
     info = SubmitInfo()
     for line in text.splitlines():
+        if line.lstrip()[:1] not in _FIRST_CHARS:  # `universe`, `log`, `queue`, ...: no pattern can match
+            continue
         m = RE_CLASSAD.search(line)
         if m:
             info.classads[m.group(1)] = m.group(2)
