@@ -296,19 +296,18 @@ def _yaml_scalar(text: str) -> Any:
     return yaml.load(text, Loader=_Loader)
 
 
-def _load_yaml(chunk: str, keep: Any = True) -> Any:
-    """A YAML record: the fast kickstart-subset loader, PyYAML for anything else."""
+def _load_subset(chunk: str, keep: Any) -> Any:
+    """The record by the fast kickstart-subset loader, or None when PyYAML must read it."""
     try:
         return yamlsub.load(chunk, keep, _yaml_scalar)
     except (yamlsub.Unsupported, yaml.YAMLError):
-        return yaml.load(chunk, Loader=_Loader)
+        return None
 
 
 def _load_invocation(chunk: str) -> Any:
-    try:
-        return yamlsub.load(chunk, _KEEP, _yaml_scalar)
-    except (yamlsub.Unsupported, yaml.YAMLError):
-        pass
+    data = _load_subset(chunk, _KEEP)
+    if data is not None:
+        return data
     pruned = prune(chunk)
     if pruned is not None:
         try:
@@ -355,7 +354,9 @@ def parse(text: str, where: str = "kickstart") -> list[dict[str, Any]]:
 
 def _multipart(chunk: str, where: str) -> list[dict[str, Any]]:
     try:
-        entries = _load_yaml(chunk)
+        entries = _load_subset(chunk, True)
+        if entries is None:
+            entries = yaml.load(chunk, Loader=_Loader)
     except yaml.YAMLError:
         log.warning("%s: unreadable multipart record ignored", where)
         return []

@@ -158,8 +158,9 @@ class ProcessRunner:
                 process.stdin.write(_frame((op, args)))
                 process.stdin.flush()
                 header = process.stdout.read(8)
-                data = process.stdout.read(int.from_bytes(header, "little")) if len(header) == 8 else b""
-                if len(header) < 8 or len(data) < int.from_bytes(header, "little"):
+                size = int.from_bytes(header, "little") if len(header) == 8 else -1
+                data = process.stdout.read(size) if size >= 0 else b""
+                if len(data) != size:
                     raise EOFError
             except (EOFError, OSError) as exc:
                 code = process.wait()

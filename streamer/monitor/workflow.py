@@ -65,7 +65,7 @@ class Workflow:
         """Collect `(name, fields, dagman_out, line_no)` and leave typing to the consumer (`type_raw`):
         the child-process runner moves that work to the parent, which has cycles to spare."""
         self.out: list[Any] = []
-        self.warn = on_warning or (lambda text: log.warning("%s", text))
+        self.warn = on_warning or _log_warning
         params = braindump.load(self.run_dir)
         self.wf_uuid = params.get("wf_uuid")
         self.dag_file = params.get("dag")
@@ -143,10 +143,9 @@ class Workflow:
         if self.raw_events:
             self.out.append((name, fields, self.dagman_out, self.line_no))
             return
-        try:
-            self.out.append(Event.build(name, fields, owned=True))
-        except FieldError as exc:
-            self.warn(f"{self.dagman_out}:{self.line_no}: cannot build {name}: {exc}")
+        event = _build(name, fields, self.dagman_out, self.line_no, self.warn)
+        if event is not None:
+            self.out.append(event)
 
     def _write(self, line: str) -> None:
         if self.jobstate is not None:
@@ -1222,15 +1221,24 @@ def _snippet(text: str, used: int) -> str | None:
     return text[:remaining] if remaining > 0 else None
 
 
+def _build(name: str, fields: dict[str, Any], dagman_out: str, line_no: int,
+           warn: Callable[[str], None]) -> Event | None:
+    """The typed event, or None (reported, naming the dagman.out line) when a field does not fit."""
+    try:
+        return Event.build(name, fields, owned=True)
+    except FieldError as exc:
+        warn(f"{dagman_out}:{line_no}: cannot build {name}: {exc}")
+        return None
+
+
+def _log_warning(text: str) -> None:
+    log.warning("%s", text)
+
+
 def type_raw(raw: list[tuple[str, dict[str, Any], str, int]]) -> list[Event]:
     """Events from `raw_events` tuples; one that does not fit its schema is reported and left out."""
-    events = []
-    for name, fields, dagman_out, line_no in raw:
-        try:
-            events.append(Event.build(name, fields, owned=True))
-        except FieldError as exc:
-            log.warning("%s:%s: cannot build %s: %s", dagman_out, line_no, name, exc)
-    return events
+    built = (_build(name, fields, where, line_no, _log_warning) for name, fields, where, line_no in raw)
+    return [event for event in built if event is not None]
 
 
 def _read_text(path: str) -> str | None:
