@@ -11,6 +11,7 @@ is not stored on the event.
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
@@ -26,6 +27,17 @@ _ESCAPES = re.compile(r'\\(["\\nrt])')
 _UNESCAPE = {'"': '"', "\\": "\\", "n": "\n", "r": "\r", "t": "\t"}
 _NEEDS_QUOTES = re.compile(r'[\s"\\]')
 
+try:  # compiled fast paths for the common case (setup.py builds them when a C compiler is there)
+    if os.environ.get("STREAMER_PURE_PYTHON"):
+        raise ImportError("STREAMER_PURE_PYTHON is set")
+    from ._bpfast import format_fields as _fast_format
+    from ._bpfast import split_line as _fast_split
+except ImportError:
+    _fast_format = _fast_split = None
+
+COMPILED = _fast_split is not None
+"""True when the compiled fast paths are in use (False: pure Python, same results)."""
+
 
 class BPError(ValueError):
     """A line that is not a BP event; the message says why."""
@@ -33,6 +45,15 @@ class BPError(ValueError):
 
 def split_line(line: str) -> dict[str, str]:
     """The raw key -> text pairs of one BP line (raises BPError)."""
+    if _fast_split is not None:
+        pairs = _fast_split(line)
+        if pairs is not None:
+            return pairs
+    return _split_python(line)
+
+
+def _split_python(line: str) -> dict[str, str]:
+    """`split_line` in Python: decides every line the compiled path declines."""
     if '"' not in line and "\\" not in line:
         return _split_plain(line)
     pairs: dict[str, str] = {}
@@ -155,12 +176,19 @@ def format_event(event: Event, *, with_id: bool = True) -> str:
 def _format_fields(event: Event) -> str:
     fields = event.fields
     ts = fields.get("ts")
-    parts = [
-        "ts=" + (format_ts(ts) if isinstance(ts, (int, float)) else _ts_now()),
-        "event=" + event.name,
-        "level=" + (fields.get("level") or "Info"),
-    ]
+    head = (f"ts={format_ts(ts) if isinstance(ts, (int, float)) else _ts_now()} event={event.name}"
+            f" level={fields.get('level') or 'Info'}")
+    if _fast_format is not None:
+        line = _fast_format(head, fields)
+        if line is not None:
+            return line
+    return _format_python(head, fields)
+
+
+def _format_python(head: str, fields: dict[str, Any]) -> str:
+    """The fields after `head` in Python: decides every event the compiled path declines."""
     text = _text
+    parts = [head]
     parts += [f"{key}={text(value)}" for key, value in fields.items() if key != "ts" and key != "level"]
     return " ".join(parts)
 
