@@ -10,5 +10,7 @@ setup(
     ext_modules=[
         Extension("streamer.events._bpfast", ["streamer/events/_bpfast.c"], optional=True,
                   extra_compile_args=["-O2"]),
+        Extension("streamer.monitor._yamlfast", ["streamer/monitor/_yamlfast.c"], optional=True,
+                  extra_compile_args=["-O2"]),
     ],
 )

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from streamer.monitor import kickstart, yamlsub
 from streamer.synth import SCENARIOS, generate
@@ -95,3 +97,67 @@ def test_fast_record_split_agrees_with_the_line_by_line_split(corpus: Path, tmp_
     odd = "- invocation: True\n  a: 1\nJUNK LINE\n" + kickstart.MULTIPART_MARKER + "\n- x: 1\n"
     assert kickstart._split_simple(odd) is None
     assert kickstart.split_records(odd) == [("invocation", "- invocation: True\n  a: 1\n"), ("multipart", "- x: 1\n")]
+
+
+# ---------------------------------------------------------------- compiled walk == Python walk
+
+def _python_walk(text: str, keep: object) -> object:
+    """yamlsub's pure-Python walk (what the compiled one mirrors), or the class of its error."""
+    saved, yamlsub._fast = yamlsub._fast, None
+    try:
+        return yamlsub.load(text, keep, kickstart._yaml_scalar)
+    except (yamlsub.Unsupported, yaml.YAMLError) as exc:
+        return type(exc)
+    finally:
+        yamlsub._fast = saved
+
+
+def _compiled_walk(text: str, keep: object) -> object:
+    try:
+        return yamlsub.load(text, keep, kickstart._yaml_scalar)
+    except (yamlsub.Unsupported, yaml.YAMLError) as exc:
+        return type(exc)
+
+
+def _needs_compiled() -> None:
+    if yamlsub._fast is None:
+        pytest.skip("compiled loader not built (no C compiler)")
+
+
+def test_compiled_walk_agrees_on_every_record(corpus: Path, tmp_path: Path) -> None:
+    _needs_compiled()
+    records = _records(corpus / "pegasus")
+    for scenario in sorted(SCENARIOS):
+        records += _records(generate(tmp_path / scenario, jobs=6, scenario=scenario, seed=3))
+    for path, kind, chunk in records:
+        for keep in (True, kickstart._KEEP):
+            assert _compiled_walk(chunk, keep) == _python_walk(chunk, keep), path
+
+
+EDGE_TEXTS = [
+    "a: 1\nb: 1.50\nc: True\nd: ~\nf: no\ng: 0o022\ni: 2023-11-14T22:14:05+00:00\nl: -3\no: ''\np: 'it''s'\nr:\n",
+    "k:\n- 1\n- two\n-\n  x: 1\n- y: 2\n", "data: |\n  line 1\n\n    indented\n  last\nnext: 2\n",
+    "data: |-\n  no newline\nother: x\n", "data: |\n\nx: 1\n", "data: |\n x\n", "d: |\n  a\r\n", "d: |+\n  a\n",
+    'esc: "a\\tb"\nuni: "é ü"\nü: ü\n', "top:\n  - a: 1\n    b:\n      - 1\n  - c: 3\n", "a :\n", "'q': 1\n",
+    "'it''s': 2\n", '"k":\n  x: 1\n', "- - 1\n", "- # c\n", "-\n-\n", "a:\n- 1\n- 2\nb: 3\n", "a: 1\n  b: 2\n",
+    "a: 1\r\nb:  2 \t\n", "   \n\n", "", "- a\n  - b\n", "a: {x}\n", "a: >\n  f\n", "x: 'unterminated\n",
+    "---\n", "...\n", "a: b: c\n", "a:b\n", ":\n", ": a\n", "a:\n  |\n", "k: v\n\tk2: v\n", "\ud800: 1\n",
+]
+
+
+@pytest.mark.parametrize("text", EDGE_TEXTS)
+def test_compiled_walk_agrees_on_edge_forms(text: str) -> None:
+    _needs_compiled()
+    for keep in (True, kickstart._KEEP, {"a": True, "*": {"x": True}}, False):
+        assert _compiled_walk(text, keep) == _python_walk(text, keep)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 6), st.sampled_from(
+    ["a: 1", "b:", "- x", "-", "- c: 2", "d: |", "d: |-", "text", "e: 'q''", 'f: "x y"', "# c", "g: ~",
+     "h: [1]", "k : v", "\t", "ü: é", "i: 0x1", "j:  2 ", ": x", "'k': v", "- - z"])), max_size=12))
+def test_compiled_walk_agrees_on_random_layouts(lines: list[tuple[int, str]]) -> None:
+    _needs_compiled()
+    text = "".join(" " * indent + content + "\n" for indent, content in lines)
+    for keep in (True, {"a": True, "b": {"*": True}, "d": True}):
+        assert _compiled_walk(text, keep) == _python_walk(text, keep)

@@ -11,10 +11,10 @@ is not stored on the event.
 
 from __future__ import annotations
 
-import os
 import re
 from typing import Any
 
+from ..compiled import fast_module
 from . import legacy
 from .event import ID_FIELD, Event, FieldError, format_ts
 from .registry import note_unknown
@@ -27,13 +27,9 @@ _ESCAPES = re.compile(r'\\(["\\nrt])')
 _UNESCAPE = {'"': '"', "\\": "\\", "n": "\n", "r": "\r", "t": "\t"}
 _NEEDS_QUOTES = re.compile(r'[\s"\\]')
 
-try:  # compiled fast paths for the common case (setup.py builds them when a C compiler is there)
-    if os.environ.get("STREAMER_PURE_PYTHON"):
-        raise ImportError("STREAMER_PURE_PYTHON is set")
-    from ._bpfast import format_fields as _fast_format
-    from ._bpfast import split_line as _fast_split
-except ImportError:
-    _fast_format = _fast_split = None
+_fast = fast_module("streamer.events._bpfast")
+_fast_split = _fast.split_line if _fast is not None else None
+_fast_format = _fast.format_fields if _fast is not None else None
 
 COMPILED = _fast_split is not None
 """True when the compiled fast paths are in use (False: pure Python, same results)."""

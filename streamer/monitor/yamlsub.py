@@ -22,6 +22,10 @@ from typing import Any, Callable
 
 import yaml
 
+from ..compiled import fast_module
+
+_fast = fast_module("streamer.monitor._yamlfast")
+
 Keep = Any
 """`True` keeps a whole subtree; a dict maps keys (or `"*"`) to the spec of their value."""
 
@@ -51,6 +55,10 @@ def load(text: str, keep: Keep = True, scalar_fallback: Callable[[str], Any] | N
     `scalar_fallback` resolves the rare scalar forms the loader does not
     handle itself (PyYAML on the scalar alone); without one they raise.
     """
+    if _fast is not None:  # the same walk, compiled; scalars resolved by the code below
+        value = _fast.load(text, keep, _Parser("", scalar_fallback).scalar, _resolved, Unsupported)
+        if value is not NotImplemented:
+            return value
     parser = _Parser(text, scalar_fallback)
     if not parser.lines:
         return None
