@@ -10,6 +10,8 @@ setup(
     ext_modules=[
         Extension("streamer.events._bpfast", ["streamer/events/_bpfast.c"], optional=True,
                   extra_compile_args=["-O2"]),
+        Extension("streamer.events._eventfast", ["streamer/events/_eventfast.c"], optional=True,
+                  extra_compile_args=["-O2"]),
         Extension("streamer.monitor._yamlfast", ["streamer/monitor/_yamlfast.c"], optional=True,
                   extra_compile_args=["-O2"]),
     ],

@@ -14,6 +14,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdint.h>
 #include <string.h>
 
 /* ASCII characters that Python's `\s` and str.split() treat as blanks */
@@ -27,6 +28,29 @@ static int is_odd_control(unsigned char c) {
 }
 
 /* ------------------------------------------------------------ split_line */
+
+/* Keys repeat on every line: a small table hands out one shared (interned)
+ * str per key text, so a line allocates nothing for its keys and every later
+ * dict lookup finds the hash already computed. */
+#define KEY_SLOTS 2048
+static PyObject *key_table[KEY_SLOTS];
+
+static PyObject *shared_key(const char *text, Py_ssize_t size) {
+    uint64_t hash = 1469598103934665603ULL; /* FNV-1a */
+    for (Py_ssize_t i = 0; i < size; i++) hash = (hash ^ (unsigned char)text[i]) * 1099511628211ULL;
+    PyObject **slot = &key_table[hash & (KEY_SLOTS - 1)];
+    PyObject *key = *slot;
+    if (key != NULL && PyUnicode_GET_LENGTH(key) == size && memcmp(PyUnicode_1BYTE_DATA(key), text, size) == 0) {
+        Py_INCREF(key);
+        return key;
+    }
+    key = PyUnicode_FromStringAndSize(text, size);
+    if (key == NULL) return NULL;
+    PyUnicode_InternInPlace(&key);
+    Py_XSETREF(*slot, key);
+    Py_INCREF(key);
+    return key;
+}
 
 static PyObject *unescape(const char *text, Py_ssize_t size) {
     char small[256];
@@ -102,10 +126,8 @@ static PyObject *split_line(PyObject *self, PyObject *line) {
             value = PyUnicode_FromStringAndSize(s + start, i - start);
         }
         if (value == NULL) goto fail;
-        PyObject *key = PyUnicode_FromStringAndSize(s + key_start, key_end - key_start);
+        PyObject *key = shared_key(s + key_start, key_end - key_start);
         if (key == NULL) { Py_DECREF(value); goto fail; }
-        /* keys repeat on every line: one shared object each, hash computed once */
-        PyUnicode_InternInPlace(&key);
         int failed = PyDict_SetItem(pairs, key, value);
         Py_DECREF(key);
         Py_DECREF(value);

@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 import orjson
 
+from ..compiled import fast_module
 from . import schema
 
 log = logging.getLogger(__name__)
@@ -108,7 +109,7 @@ def _integer(text: Any) -> int:
         return text
     try:
         return int(text)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an infinite float
         pass
     # "1.0" or 1.0: an integer written as a decimal.
     value = _number(text)
@@ -176,7 +177,13 @@ def converters_for(name: str) -> dict[str, Callable[[Any], Any]]:
     return table
 
 
-_shape_converters: dict[tuple[str, tuple[str, ...]], list[tuple[str, Callable[[Any], Any]]]] = {}
+_KIND_CODES = {_integer: 1, _timestamp: 2, _num_or_ts: 3}
+"""Converter -> kind code of the compiled path (0: it calls the converter)."""
+
+_fast = fast_module("streamer.events._eventfast")
+
+Todo = list[tuple[str, int, Callable[[Any], Any]]]
+_shape_converters: dict[tuple[str, tuple[str, ...]], Todo] = {}
 
 
 def coerce_fields(name: str, raw: dict[str, Any], *, in_place: bool = False) -> dict[str, Any]:
@@ -192,12 +199,25 @@ def coerce_fields(name: str, raw: dict[str, Any], *, in_place: bool = False) -> 
         if len(_shape_converters) > 4096:
             _shape_converters.clear()
         table = converters_for(name)
-        todo = _shape_converters[shape] = [(k, table[k]) for k in shape[1] if k in table]
+        todo = _shape_converters[shape] = [(k, _KIND_CODES.get(table[k], 0), table[k])
+                                           for k in shape[1] if k in table]
+    if _fast is not None:
+        try:
+            _fast.coerce(out, todo, _parse_ts_cached)
+            return out
+        except FieldError:
+            pass  # typed up to the bad field: the Python loop below names it
+    _coerce_python(out, todo)
+    return out
+
+
+def _coerce_python(out: dict[str, Any], todo: Todo) -> None:
+    """`coerce_fields` in Python (the compiled path gives the same values; converters are idempotent)."""
     if "None" in out.values():
         for key, value in out.items():
             if value == "None":
                 out[key] = None
-    for key, convert in todo:
+    for key, _kind, convert in todo:
         value = out[key]
         if value is None:
             continue
@@ -205,7 +225,6 @@ def coerce_fields(name: str, raw: dict[str, Any], *, in_place: bool = False) -> 
             out[key] = convert(value)
         except FieldError as exc:
             raise FieldError(f"field {key}: {exc}") from None
-    return out
 
 
 # ---------------------------------------------------------------- the event
@@ -286,10 +305,12 @@ def content_id(name: str, fields: dict[str, Any]) -> str:
     its BP or JSON round trip hash alike. Two byte-identical events share an
     id on purpose: a duplicate carries nothing new.
     """
-    canon = dict(fields)
-    ts = canon.get("ts")
+    canon = fields
+    ts = fields.get("ts")
     if isinstance(ts, float):
-        canon["ts"] = _int_if_whole(round(ts, 6))
+        fixed = _int_if_whole(round(ts, 6))
+        if type(fixed) is not float or fixed != ts:  # copy only when the hashed form differs
+            canon = {**fields, "ts": fixed}
     payload = name.encode() + b"\x00" + orjson.dumps(
         canon, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=str
     )
