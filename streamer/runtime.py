@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -14,12 +15,26 @@ from .urls import mask
 
 def run(main: Coroutine[Any, Any, int]) -> int:
     """Run `main` on uvloop (Linux/macOS), falling back to asyncio's loop."""
+    tune_gc()
     try:
         import uvloop
     except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
         return asyncio.run(main)
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         return runner.run(main)
+
+
+def tune_gc() -> None:
+    """Fewer cyclic-GC passes over objects that live for the whole run.
+
+    A pipeline holds tens of thousands of events in its buffers; with the
+    default thresholds the collector walks them all again and again (3% of a
+    load). Objects made at start-up (modules, schema tables) are frozen out of
+    its sight, and a young generation of 10,000 objects keeps passes rare;
+    reference cycles are still collected.
+    """
+    gc.freeze()
+    gc.set_threshold(10_000, 50, 100)
 
 
 def loop_name() -> str:

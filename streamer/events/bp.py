@@ -50,6 +50,8 @@ def split_line(line: str) -> dict[str, str]:
 
 def _split_python(line: str) -> dict[str, str]:
     """`split_line` in Python: decides every line the compiled path declines."""
+    if "\x00" in line:
+        raise BPError("NUL byte in line")
     if '"' not in line and "\\" not in line:
         return _split_plain(line)
     pairs: dict[str, str] = {}

@@ -44,11 +44,11 @@ def decode_line(raw: bytes | str) -> Event | None:
     text = raw.strip()
     if not text or text[0] == "#":
         return None
-    if "\x00" in text:
-        raise ValueError("NUL byte in line")
     if text[0] == "{":
+        if "\x00" in text:
+            raise ValueError("NUL byte in line")
         return jsonenc.parse_line(text)
-    return bp.parse_line(text)
+    return bp.parse_line(text)  # names a NUL byte itself
 
 
 def _texts(lines: list[bytes]) -> list[bytes] | list[str]:
