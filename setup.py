@@ -12,6 +12,8 @@ setup(
                   extra_compile_args=["-O2"]),
         Extension("streamer.events._eventfast", ["streamer/events/_eventfast.c"], optional=True,
                   extra_compile_args=["-O2"]),
+        Extension("streamer.events._jsonfast", ["streamer/events/_jsonfast.c"], optional=True,
+                  extra_compile_args=["-O2"]),
         Extension("streamer.monitor._yamlfast", ["streamer/monitor/_yamlfast.c"], optional=True,
                   extra_compile_args=["-O2"]),
     ],

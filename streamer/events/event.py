@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import json
 import logging
 import math
 from datetime import datetime, timezone
@@ -311,7 +312,24 @@ def content_id(name: str, fields: dict[str, Any]) -> str:
         fixed = _int_if_whole(round(ts, 6))
         if type(fixed) is not float or fixed != ts:  # copy only when the hashed form differs
             canon = {**fields, "ts": fixed}
-    payload = name.encode() + b"\x00" + orjson.dumps(
-        canon, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=str
-    )
-    return hashlib.blake2b(payload, digest_size=16).hexdigest()
+    try:
+        text = orjson.dumps(canon, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=str)
+    except orjson.JSONEncodeError:  # an integer beyond 64 bits
+        text = wide_json(canon, sort_keys=True)
+    return hashlib.blake2b(name.encode() + b"\x00" + text, digest_size=16).hexdigest()
+
+
+def wide_json(obj: dict[str, Any], *, sort_keys: bool = False) -> bytes:
+    """JSON of an object holding integers beyond 64 bits, which orjson refuses.
+
+    The standard library writes them; non-finite floats become null as in orjson.
+    """
+    def finite(value: Any) -> Any:
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
+        if isinstance(value, (list, tuple)):
+            return [finite(item) for item in value]
+        return value
+
+    clean = {key: finite(value) for key, value in obj.items()}
+    return json.dumps(clean, sort_keys=sort_keys, separators=(",", ":"), ensure_ascii=False, default=str).encode()

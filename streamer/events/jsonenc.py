@@ -12,8 +12,9 @@ from typing import Any
 
 import orjson
 
+from ..compiled import fast_module
 from . import legacy, schema
-from .event import ID_FIELD, Event, FieldError
+from .event import ID_FIELD, Event, FieldError, wide_json
 from .registry import note_unknown
 
 JSON_ID_KEY = "event_id"
@@ -29,19 +30,28 @@ def json_key(key: str) -> str:
     return out
 
 
-_shapes: dict[tuple[str, ...], tuple[str, ...]] = {}
+_shapes: dict[tuple[str, ...], tuple[tuple[str, ...], bool]] = {}
+
+_fast = fast_module("streamer.events._jsonfast")
+
+
+def _renamed_keys(keys: tuple[str, ...]) -> tuple[tuple[str, ...], bool]:
+    """The JSON names of a shape's keys, and whether they map one to one (no two alike,
+    neither `event` nor `event_id` among them: `to_dict` would merge those)."""
+    entry = _shapes.get(keys)
+    if entry is None:  # events come in few shapes: rename each shape's keys once
+        if len(_shapes) > 4096:
+            _shapes.clear()
+        renamed = tuple(json_key(k) for k in keys)
+        distinct = len(set(renamed)) == len(renamed) and not {"event", JSON_ID_KEY} & set(renamed)
+        entry = _shapes[keys] = (renamed, distinct)
+    return entry
 
 
 def to_dict(event: Event, *, with_id: bool = True) -> dict[str, Any]:
     """The monitord JSON object of an event (plus `event_id`)."""
     fields = event.fields
-    keys = tuple(fields)
-    renamed = _shapes.get(keys)
-    if renamed is None:  # events come in few shapes: rename each shape's keys once
-        if len(_shapes) > 4096:
-            _shapes.clear()
-        renamed = _shapes[keys] = tuple(json_key(k) for k in keys)
-    out = dict(zip(renamed, fields.values()))
+    out = dict(zip(_renamed_keys(tuple(fields))[0], fields.values()))
     if with_id:
         out[JSON_ID_KEY] = event.id
     out["event"] = event.name
@@ -51,11 +61,24 @@ def to_dict(event: Event, *, with_id: bool = True) -> dict[str, Any]:
 def dumps(event: Event, *, with_id: bool = True) -> bytes:
     """Event -> JSON bytes, no newline (cached on the event, shared by endpoints)."""
     if not with_id:
-        return orjson.dumps(to_dict(event, with_id=False))
+        return _orjson(to_dict(event, with_id=False))
     data = event._json
     if data is None:
-        data = event._json = orjson.dumps(to_dict(event))
+        if _fast is not None:
+            renamed, one_to_one = _renamed_keys(tuple(event.fields))
+            if one_to_one:
+                data = _fast.json_object(event.fields, renamed, event.id, event.name)
+        if data is None:
+            data = _orjson(to_dict(event))
+        event._json = data
     return data
+
+
+def _orjson(obj: dict[str, Any]) -> bytes:
+    try:
+        return orjson.dumps(obj)
+    except orjson.JSONEncodeError:  # an integer beyond 64 bits
+        return wide_json(obj)
 
 
 class JSONError(ValueError):
