@@ -95,7 +95,9 @@ def _why_malformed(line: str) -> str:
 
 def parse_line(line: str) -> Event:
     """One BP line -> Event (raises BPError naming what is wrong)."""
-    pairs = split_line(line)
+    pairs = _fast_split(line) if _fast_split is not None else None
+    if pairs is None:
+        pairs = _split_python(line)
     name = pairs.pop("event", None)
     if not name:
         raise BPError("no event= field")
@@ -103,7 +105,7 @@ def parse_line(line: str) -> Event:
         raise BPError("no ts= field")
     if pairs.get("level") == "Info":
         del pairs["level"]
-    if legacy.is_legacy(name):
+    if name in legacy.LEGACY:
         name, pairs = legacy.translate(name, pairs)  # type: ignore[assignment]
     try:
         event = Event.build(name, pairs, owned=True)

@@ -216,18 +216,19 @@ class FileFollower:
         buf = pending + data if pending else data
         lines = buf.split(b"\n")
         tail = lines.pop()
+        consumed = len(buf) - len(tail)  # the complete lines with their newlines
         first_line = line + 1
         if skipping:
             # the first piece ends the overlong line (if a newline came at all)
             if not lines:
                 return None, b"", True, offset + len(data), line
             offset += len(lines[0]) + 1
+            consumed -= len(lines[0]) + 1
             line += 1
             problems.append((line, f"line longer than {self.max_line} bytes: skipped"))
             lines = lines[1:]
             first_line = line + 1
             skipping = False
-        consumed = sum(len(x) for x in lines) + len(lines)
         start = offset
         offset += consumed
         line += len(lines)
