@@ -93,6 +93,7 @@ class Route:
         if not self.filter.matches_all:
             match = self.filter.match
             events = [e for e in events if match(e.name)]
+        self.endpoint.prepare(events)
         while True:
             if self.failed is not None:
                 return

@@ -40,6 +40,14 @@ class Endpoint(abc.ABC):
     async def open(self) -> None:
         """Connect / open files. Called once before the first write."""
 
+    def prepare(self, events: Sequence[Event]) -> None:
+        """Called as events enter this endpoint's buffer (right after the source made them).
+
+        An endpoint can compute here what `write` will need and events cache
+        (their id, JSON and BP forms): it then runs while the events are still
+        in the CPU's cache rather than thousands of events later.
+        """
+
     @abc.abstractmethod
     async def write(self, batch: Sequence[Event]) -> None:
         """Deliver `batch` in order; return only once it is acknowledged."""

@@ -68,6 +68,14 @@ class FileEndpoint(Endpoint):
         except OSError as exc:
             raise EndpointError(f"{self.path}: cannot open for writing: {exc.strerror or exc}") from None
 
+    def prepare(self, events: Sequence[Event]) -> None:
+        if self.encoding == "json":
+            for event in events:
+                jsonenc.dumps(event)  # cached on the event, with its id
+        else:
+            for event in events:
+                event.id  # noqa: B018 - computed and cached now, while the event is in cache
+
     async def write(self, batch: Sequence[Event]) -> None:
         if self._file is None:
             await self.open()
