@@ -12,10 +12,8 @@
  *       `head` + ` key=value` for every field but `ts` and `level`; values
  *       that are exact str, int, float, bool or None only; None otherwise.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "_buffer.h"
 #include <stdint.h>
-#include <string.h>
 
 /* ASCII characters that Python's `\s` and str.split() treat as blanks */
 static int is_blank(unsigned char c) {
@@ -144,37 +142,15 @@ fail:
 
 /* --------------------------------------------------------- format_fields */
 
-typedef struct {
-    char *data;
-    Py_ssize_t size, capacity;
-} Buffer;
-
-static int reserve(Buffer *b, Py_ssize_t more) {
-    if (b->size + more <= b->capacity) return 0;
-    Py_ssize_t capacity = (b->size + more) * 2;
-    char *data = PyMem_Realloc(b->data, capacity);
-    if (data == NULL) { PyErr_NoMemory(); return -1; }
-    b->data = data;
-    b->capacity = capacity;
-    return 0;
-}
-
-static int append(Buffer *b, const char *text, Py_ssize_t size) {
-    if (reserve(b, size) < 0) return -1;
-    memcpy(b->data + b->size, text, size);
-    b->size += size;
-    return 0;
-}
-
 /* 1: appended; 0: not ASCII (decline); -1: error */
-static int append_ascii(Buffer *b, PyObject *text) {
+static int put_ascii(Buffer *b, PyObject *text) {
     if (PyUnicode_READY(text) < 0) return -1;
     if (!PyUnicode_IS_ASCII(text)) return 0;
-    return append(b, (const char *)PyUnicode_1BYTE_DATA(text), PyUnicode_GET_LENGTH(text)) < 0 ? -1 : 1;
+    return buffer_put(b, (const char *)PyUnicode_1BYTE_DATA(text), PyUnicode_GET_LENGTH(text));
 }
 
 /* bp._quote for an ASCII str: bare unless empty or holding a blank, `"` or `\` */
-static int append_text(Buffer *b, PyObject *value) {
+static int put_text(Buffer *b, PyObject *value) {
     if (PyUnicode_READY(value) < 0) return -1;
     if (!PyUnicode_IS_ASCII(value)) return 0;
     const char *s = (const char *)PyUnicode_1BYTE_DATA(value);
@@ -184,8 +160,8 @@ static int append_text(Buffer *b, PyObject *value) {
         unsigned char c = (unsigned char)s[i];
         quote = is_blank(c) || c == '"' || c == '\\';
     }
-    if (!quote) return append(b, s, size) < 0 ? -1 : 1;
-    if (reserve(b, size * 2 + 2) < 0) return -1;
+    if (!quote) return buffer_put(b, s, size);
+    if (buffer_reserve(b, size * 2 + 2) < 0) return -1;
     char *out = b->data + b->size;
     *out++ = '"';
     for (Py_ssize_t i = 0; i < size; i++) {
@@ -205,26 +181,20 @@ static int append_text(Buffer *b, PyObject *value) {
 }
 
 /* 1: appended; 0: a value type bp.py must write; -1: error */
-static int append_value(Buffer *b, PyObject *value) {
-    if (PyUnicode_CheckExact(value)) return append_text(b, value);
-    if (value == Py_None) return append(b, "None", 4) < 0 ? -1 : 1;
-    if (PyBool_Check(value)) return append(b, value == Py_True ? "1" : "0", 1) < 0 ? -1 : 1;
-    if (PyLong_CheckExact(value)) {
-        int overflow = 0;
-        long long number = PyLong_AsLongLongAndOverflow(value, &overflow);
-        if (number == -1 && PyErr_Occurred()) return -1;
-        if (!overflow) {
-            char digits[32];
-            int n = snprintf(digits, sizeof(digits), "%lld", number);
-            return append(b, digits, n) < 0 ? -1 : 1;
-        }
-    } else if (!PyFloat_CheckExact(value)) {
-        return 0;
-    }
-    PyObject *text = PyObject_Repr(value);
-    if (text == NULL) return -1;
-    int done = append_ascii(b, text);
-    Py_DECREF(text);
+static int put_value(Buffer *b, PyObject *value) {
+    if (PyUnicode_CheckExact(value)) return put_text(b, value);
+    if (value == Py_None) return buffer_put(b, "None", 4);
+    if (PyBool_Check(value)) return buffer_put(b, value == Py_True ? "1" : "0", 1);
+    if (PyFloat_CheckExact(value)) return buffer_put_float(b, PyFloat_AS_DOUBLE(value));
+    if (!PyLong_CheckExact(value)) return 0;
+    int overflow = 0;
+    long long number = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (number == -1 && PyErr_Occurred()) return -1;
+    if (!overflow) return buffer_put_integer(b, number);
+    PyObject *digits = PyObject_Repr(value); /* beyond 64 bits */
+    if (digits == NULL) return -1;
+    int done = put_ascii(b, digits);
+    Py_DECREF(digits);
     return done;
 }
 
@@ -236,19 +206,18 @@ static PyObject *format_fields(PyObject *self, PyObject *const *args, Py_ssize_t
     Buffer b = {NULL, 0, 0};
     PyObject *key, *value, *result = NULL;
     Py_ssize_t pos = 0;
-    int done = append_ascii(&b, args[0]);
+    int done = put_ascii(&b, args[0]);
     while (done > 0 && PyDict_Next(args[1], &pos, &key, &value)) {
         if (!PyUnicode_CheckExact(key)) { done = 0; break; }
         /* `ts` and `level` lead the line: bp.py writes them in `head` */
         if (PyUnicode_CompareWithASCIIString(key, "ts") == 0 ||
             PyUnicode_CompareWithASCIIString(key, "level") == 0) continue;
-        if (append(&b, " ", 1) < 0) { done = -1; break; }
-        if ((done = append_ascii(&b, key)) <= 0) break;
-        if (append(&b, "=", 1) < 0) { done = -1; break; }
-        done = append_value(&b, value);
+        if ((done = buffer_put(&b, " ", 1)) > 0 && (done = put_ascii(&b, key)) > 0 &&
+            (done = buffer_put(&b, "=", 1)) > 0)
+            done = put_value(&b, value);
     }
     if (done > 0) result = PyUnicode_DecodeASCII(b.data ? b.data : "", b.size, NULL);
-    PyMem_Free(b.data);
+    buffer_free(&b);
     if (done < 0) return NULL;
     if (done == 0) Py_RETURN_NONE;
     return result;

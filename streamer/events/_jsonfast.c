@@ -11,32 +11,8 @@
  * Python writes with an exponent (`1e-05` where orjson writes `0.00001`): the
  * same numbers. NaN and infinities are written null, as orjson does.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "_buffer.h"
 #include <math.h>
-#include <string.h>
-
-typedef struct {
-    char *data;
-    Py_ssize_t size, capacity;
-} Buffer;
-
-static int reserve(Buffer *b, Py_ssize_t more) {
-    if (b->size + more <= b->capacity) return 0;
-    Py_ssize_t capacity = (b->size + more) * 2 + 256;
-    char *data = PyMem_Realloc(b->data, capacity);
-    if (data == NULL) { PyErr_NoMemory(); return -1; }
-    b->data = data;
-    b->capacity = capacity;
-    return 0;
-}
-
-static int append(Buffer *b, const char *text, Py_ssize_t size) {
-    if (reserve(b, size) < 0) return -1;
-    memcpy(b->data + b->size, text, size);
-    b->size += size;
-    return 0;
-}
 
 /* a JSON string as orjson writes it; 1 done, 0 declined (no UTF-8 form), -1 error */
 static int append_string(Buffer *b, PyObject *text) {
@@ -46,7 +22,7 @@ static int append_string(Buffer *b, PyObject *text) {
         PyErr_Clear();
         return 0;
     }
-    if (reserve(b, size * 6 + 2) < 0) return -1;
+    if (buffer_reserve(b, size * 6 + 2) < 0) return -1;
     char *out = b->data + b->size;
     static const char hex[] = "0123456789abcdef";
     *out++ = '"';
@@ -77,26 +53,18 @@ static int append_string(Buffer *b, PyObject *text) {
 
 static int append_value(Buffer *b, PyObject *value) {
     if (PyUnicode_CheckExact(value)) return append_string(b, value);
-    if (value == Py_None) return append(b, "null", 4) < 0 ? -1 : 1;
-    if (value == Py_True) return append(b, "true", 4) < 0 ? -1 : 1;
-    if (value == Py_False) return append(b, "false", 5) < 0 ? -1 : 1;
+    if (value == Py_None) return buffer_put(b, "null", 4);
+    if (value == Py_True) return buffer_put(b, "true", 4);
+    if (value == Py_False) return buffer_put(b, "false", 5);
     if (PyLong_CheckExact(value)) {
         int overflow = 0;
         long long number = PyLong_AsLongLongAndOverflow(value, &overflow);
         if (number == -1 && PyErr_Occurred()) return -1;
-        if (overflow) return 0;
-        char digits[32];
-        int n = snprintf(digits, sizeof(digits), "%lld", number);
-        return append(b, digits, n) < 0 ? -1 : 1;
+        return overflow ? 0 : buffer_put_integer(b, number);
     }
     if (PyFloat_CheckExact(value)) {
         double number = PyFloat_AS_DOUBLE(value);
-        if (!isfinite(number)) return append(b, "null", 4) < 0 ? -1 : 1;
-        char *text = PyOS_double_to_string(number, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
-        if (text == NULL) return -1;
-        int done = append(b, text, strlen(text)) < 0 ? -1 : 1;
-        PyMem_Free(text);
-        return done;
+        return isfinite(number) ? buffer_put_float(b, number) : buffer_put(b, "null", 4);
     }
     return 0;
 }
@@ -115,20 +83,18 @@ static PyObject *json_object(PyObject *self, PyObject *const *args, Py_ssize_t n
     Buffer b = {NULL, 0, 0};
     PyObject *key, *value, *result = NULL;
     Py_ssize_t pos = 0, i = 0;
-    int done = append(&b, "{", 1) < 0 ? -1 : 1;
+    int done = buffer_put(&b, "{", 1);
     while (done > 0 && PyDict_Next(fields, &pos, &key, &value)) {
         PyObject *name = PyTuple_GET_ITEM(keys, i++);
         if (!PyUnicode_CheckExact(name)) { done = 0; break; }
-        if ((done = append_string(&b, name)) <= 0) break;
-        if (append(&b, ":", 1) < 0) { done = -1; break; }
-        if ((done = append_value(&b, value)) <= 0) break;
-        if (append(&b, ",", 1) < 0) { done = -1; break; }
+        if ((done = append_string(&b, name)) > 0 && (done = buffer_put(&b, ":", 1)) > 0 &&
+            (done = append_value(&b, value)) > 0)
+            done = buffer_put(&b, ",", 1);
     }
-    if (done > 0) done = append(&b, "\"event_id\":", 11) < 0 ? -1 : append_string(&b, args[2]);
-    if (done > 0) done = append(&b, ",\"event\":", 9) < 0 ? -1 : append_string(&b, args[3]);
-    if (done > 0 && append(&b, "}", 1) < 0) done = -1;
-    if (done > 0) result = PyBytes_FromStringAndSize(b.data, b.size);
-    PyMem_Free(b.data);
+    if (done > 0 && (done = buffer_put(&b, "\"event_id\":", 11)) > 0) done = append_string(&b, args[2]);
+    if (done > 0 && (done = buffer_put(&b, ",\"event\":", 9)) > 0) done = append_string(&b, args[3]);
+    if (done > 0 && (done = buffer_put(&b, "}", 1)) > 0) result = PyBytes_FromStringAndSize(b.data, b.size);
+    buffer_free(&b);
     if (done < 0) return NULL;
     if (done == 0) Py_RETURN_NONE;
     return result;

@@ -31,7 +31,7 @@ _fast = fast_module("streamer.events._bpfast")
 _fast_split = _fast.split_line if _fast is not None else None
 _fast_format = _fast.format_fields if _fast is not None else None
 
-COMPILED = _fast_split is not None
+COMPILED = _fast is not None
 """True when the compiled fast paths are in use (False: pure Python, same results)."""
 
 
@@ -95,9 +95,7 @@ def _why_malformed(line: str) -> str:
 
 def parse_line(line: str) -> Event:
     """One BP line -> Event (raises BPError naming what is wrong)."""
-    pairs = _fast_split(line) if _fast_split is not None else None
-    if pairs is None:
-        pairs = _split_python(line)
+    pairs = split_line(line)
     name = pairs.pop("event", None)
     if not name:
         raise BPError("no event= field")

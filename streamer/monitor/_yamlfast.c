@@ -323,16 +323,15 @@ fail:
     return NULL;
 }
 
-/* yamlsub._Parser.__init__: the non-blank lines with their indents */
-static PyObject *scan(Parser *p) {
+/* yamlsub._Parser.__init__: the raw lines, and the non-blank ones with their indents (0, or -1 on error) */
+static int scan(Parser *p, Py_ssize_t size) {
     const char *text = p->text;
-    Py_ssize_t size = p->raw_count; /* total byte size, on entry */
     Py_ssize_t count = 1;
     for (Py_ssize_t i = 0; i < size; i++) count += text[i] == '\n';
     p->raw_start = PyMem_Malloc(sizeof(Py_ssize_t) * count);
     p->raw_size = PyMem_Malloc(sizeof(Py_ssize_t) * count);
     p->lines = PyMem_Malloc(sizeof(Line) * count);
-    if (!p->raw_start || !p->raw_size || !p->lines) return PyErr_NoMemory();
+    if (!p->raw_start || !p->raw_size || !p->lines) { PyErr_NoMemory(); return -1; }
     Py_ssize_t start = 0, number = 0;
     p->count = 0;
     for (;;) {
@@ -347,8 +346,10 @@ static PyObject *scan(Parser *p) {
         while (csize && (content[csize - 1] == ' ' || content[csize - 1] == '\r' || content[csize - 1] == '\t'))
             csize--;
         if (csize) {
-            if (indent == 0 && csize >= 3 && (memcmp(content, "---", 3) == 0 || memcmp(content, "...", 3) == 0))
-                return unsupported(p, "document marker", number);
+            if (indent == 0 && csize >= 3 && (memcmp(content, "---", 3) == 0 || memcmp(content, "...", 3) == 0)) {
+                unsupported(p, "document marker", number);
+                return -1;
+            }
             p->lines[p->count++] = (Line){indent, content, csize, number};
         }
         number++;
@@ -356,7 +357,7 @@ static PyObject *scan(Parser *p) {
         start = end + 1;
     }
     p->raw_count = number;
-    return Py_None;
+    return 0;
 }
 
 static PyObject *load(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -366,13 +367,13 @@ static PyObject *load(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     }
     Py_ssize_t size;
     const char *text = PyUnicode_AsUTF8AndSize(args[0], &size);
-    Parser p = {text, NULL, NULL, size, NULL, 0, 0, args[2], args[3], args[4], 0};
+    Parser p = {text, NULL, NULL, 0, NULL, 0, 0, args[2], args[3], args[4], 0};
     if (text == NULL) { /* lone surrogates have no UTF-8 form: yamlsub.py walks this text */
         PyErr_Clear();
         Py_RETURN_NOTIMPLEMENTED;
     }
     PyObject *value = NULL;
-    if (scan(&p) == NULL) goto out;
+    if (scan(&p, size) < 0) goto out;
     if (p.count == 0) {
         value = Py_None;
         Py_INCREF(value);
