@@ -13,9 +13,11 @@ COMPILED = {  # module -> its C source
     "streamer.monitor._yamlfast": "streamer/monitor/_yamlfast.c",
 }
 
+HEADERS = ["streamer/events/_buffer.h", "streamer/events/_typing.h"]  # shared by the C files (and in the sdist)
+
 setup(
     ext_modules=[
-        Extension(name, [source], depends=["streamer/events/_buffer.h"], optional=True, extra_compile_args=["-O2"])
+        Extension(name, [source], depends=HEADERS, optional=True, extra_compile_args=["-O2"])
         for name, source in COMPILED.items()
     ],
 )

@@ -96,3 +96,113 @@ def test_format_examples() -> None:
     assert fast.format_fields("H", fields) == expected == bp._format_python("H", fields)
     assert fast.format_fields("H", {"k": "\u00e9"}) is None
     assert fast.format_fields("H", {"k": [1]}) is None
+
+
+# ---------------------------------------------------------------- parse_event
+
+def python_parse(line: str) -> bp.Event | str:
+    """parse_line with the compiled parser off: the Event, or the error message."""
+    saved, bp._fast_parse = bp._fast_parse, None
+    try:
+        return bp.parse_line(line)
+    except bp.BPError as exc:
+        return f"error: {exc}"
+    finally:
+        bp._fast_parse = saved
+
+
+def typed(fields: dict) -> list:
+    return [(key, type(value).__name__, value) for key, value in fields.items()]
+
+
+def assert_same_event(got: bp.Event, expected: bp.Event, where: str) -> None:
+    assert isinstance(expected, bp.Event), f"{where}: Python refused what the compiled parser took: {expected}"
+    assert (got.name, typed(got.fields), got._id, got._bp, got._json) == \
+        (expected.name, typed(expected.fields), expected._id, expected._bp, expected._json), where
+    assert got.id == expected.id, where
+
+
+def test_parse_event_is_in_use() -> None:
+    assert bp.parse_compiled is fast.parse_event
+
+
+def test_every_corpus_line_parses_alike(shared: Path) -> None:
+    count = 0
+    for path in corpus_bp_files(shared):
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            text = line.strip()
+            if text:
+                got = fast.parse_event(text)
+                assert got is not None, f"{path.name}:{number}: declined a corpus line"
+                assert_same_event(got, python_parse(text), f"{path.name}:{number}")
+                count += 1
+    assert count > 9000
+
+
+def test_parse_event_examples() -> None:
+    line = ("ts=2012-03-14T14:04:48.500000Z event=stampede.job_inst.main.end level=Info xwf.id=x "
+            'job_inst.id=3 status=None site="a b" exitcode=-1 event.id=abc')
+    event = fast.parse_event(line)
+    assert event.name == "stampede.job_inst.main.end"
+    assert typed(event.fields) == [("ts", "float", 1331733888.5), ("xwf.id", "str", "x"),
+                                   ("job_inst.id", "int", 3), ("status", "NoneType", None),
+                                   ("site", "str", "a b"), ("exitcode", "int", -1)]
+    assert (event._id, event._bp, event._json) == ("abc", line, None)
+    assert fast.parse_event("ts=1 event=stampede.xwf.end level=Error xwf.id=x").fields["level"] == "Error"
+    short = fast.parse_event("ts=1 event=job_inst.main.end job_inst.id=3")  # planner files omit the prefix
+    assert (short.name, short._bp) == ("stampede.job_inst.main.end", None)
+    assert_same_event(short, python_parse("ts=1 event=job_inst.main.end job_inst.id=3"), "short name")
+
+
+@pytest.mark.parametrize("line", [
+    "",                                                   # nothing
+    " ts=1 event=stampede.xwf.end",                       # not stripped: parse_line strips it
+    "ts=1 event=stampede.xwf.end ",
+    "# ts=1 event=stampede.xwf.end",                      # a comment
+    '{"event": "stampede.xwf.end", "ts": 1}',             # JSON
+    "ts=1 xwf.id=x",                                      # no event
+    "ts=1 event=",                                        # empty event
+    "event=stampede.xwf.end xwf.id=x",                    # no ts
+    "ts=1 event=stampede.xwf.end job_inst.id=three",     # a value its converter refuses
+    "ts=yesterday event=stampede.xwf.end",
+    "ts=1 event=stampede.workflow.start wf.id=x",         # a 3.x name: translated by parse_line
+    "ts=1 event=stampede.task.edge parent_abs_task.id=a",  # a 4.x name with 3.x fields
+    "ts=1 event=stampede.xwf.end site=\u00e9",             # not ASCII
+    "ts=1 event=stampede.xwf.end a=\x00",                  # NUL
+    'ts=1 event=stampede.xwf.end a="open',                 # malformed
+])
+def test_parse_event_declines_what_parse_line_must_judge(line: str) -> None:
+    assert fast.parse_event(line) is None
+
+
+def test_a_3x_edge_is_written_with_its_4x_fields() -> None:
+    event = bp.parse_line("ts=1 event=stampede.task.edge xwf.id=x parent_abs_task.id=a child_abs_task.id=b")
+    assert event.fields == {"ts": 1, "xwf.id": "x", "parent.task.id": "a", "child.task.id": "b"}
+    assert bp.format_event(event, with_id=False) == \
+        "ts=1970-01-01T00:00:01.000000Z event=stampede.task.edge level=Info xwf.id=x parent.task.id=a child.task.id=b"
+
+
+BP_KEYS = st.sampled_from(["ts", "event", "level", "xwf.id", "job_inst.id", "exitcode", "dur", "event.id",
+                           "parent_abs_task.id", "k", "start_time"])
+BP_VALUES = st.one_of(
+    st.sampled_from(["1", "-2", "1.5", "None", "Info", "Error", "x", "", "2012-03-14T14:04:48Z", "1e3", "nan",
+                     "stampede.xwf.end", "stampede.task.edge", "job_inst.main.end", "stampede.job", "stampede.zz",
+                     "99999999999999999999", '"a b"', '"q\\"x"']),
+    st.text(alphabet=st.sampled_from(list("ab1.-=\\\" \u00e9")), max_size=6),
+)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.tuples(BP_KEYS, BP_VALUES), max_size=7))
+def test_parse_event_agrees_with_parse_line_or_declines(pairs: list) -> None:
+    line = " ".join(f"{key}={value}" for key, value in pairs)
+    got = fast.parse_event(line)
+    if got is not None:
+        assert_same_event(got, python_parse(line), line)
+
+
+def test_plan_cache_is_bounded() -> None:
+    for number in range(5000):
+        fast.parse_event(f"ts=1 event=x.y{number}")
+    assert len(bp._plans) <= 4096
+    assert fast.parse_event("ts=1 event=stampede.xwf.end").name == "stampede.xwf.end"

@@ -1,7 +1,9 @@
-"""The compiled JSON writer gives orjson's text for the same object, or declines."""
+"""The compiled JSON writer gives orjson's text for the same object, and the compiled canonical
+form the same stable id as event.py, or they decline."""
 
 from __future__ import annotations
 
+import hashlib
 import math
 from pathlib import Path
 
@@ -11,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamer.events import bp, jsonenc
-from streamer.events.event import Event
+from streamer.events.event import Event, content_id
+from streamer.events.event import _content_id_python as content_id_python
 
 from test_codecs import corpus_bp_files
 
@@ -84,3 +87,90 @@ def test_integers_beyond_64_bits_are_written_not_a_crash() -> None:
     event = Event("stampede.x", {"big": 2**70, "ts": 1})
     assert orjson.loads(jsonenc.dumps(event)) == {"big": 2**70, "ts": 1, "event_id": event.id, "event": "stampede.x"}
     assert len(event.id) == 32
+
+
+# ---------------------------------------------------------------- canonical (the stable id's input)
+
+def compiled_id(name: str, fields: dict) -> str | None:
+    data = fast.canonical(name, fields)
+    return None if data is None else hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def test_every_corpus_event_gets_the_same_id_from_the_compiled_canonical_form(shared: Path) -> None:
+    count = 0
+    for path in corpus_bp_files(shared):
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if line.strip():
+                event = bp.parse_line(line)
+                got = compiled_id(event.name, event.fields)
+                if got is None:  # declined: only events carrying a list (composite job usage)
+                    assert any(isinstance(v, list) for v in event.fields.values()), f"{path.name}:{number}"
+                    continue
+                assert got == content_id_python(event.name, event.fields), f"{path.name}:{number}"
+                count += 1
+    assert count > 9000
+
+
+TS_VALUES = st.one_of(
+    st.floats(), st.integers(min_value=-(2**63), max_value=2**63 - 1),
+    st.integers(min_value=-(2**31) * 10**6, max_value=2**31 * 10**6).map(lambda micro: micro / 1e6),
+    st.builds(lambda seconds, digits: round(seconds, digits), st.floats(0.5, 3e9), st.integers(0, 9)),
+)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.dictionaries(st.sampled_from(["ts", "xwf.id", "a.b", "B", "a", "é", "k\n\"", ""]),
+                       st.one_of(VALUES, TS_VALUES)), st.sampled_from(["stampede.x", "é"]))
+def test_compiled_canonical_form_hashes_as_python_or_declines(fields: dict, name: str) -> None:
+    got = compiled_id(name, fields)
+    if got is not None:
+        assert got == content_id_python(name, fields)
+    assert content_id(name, fields) == content_id_python(name, fields)
+
+
+@pytest.mark.parametrize("fields, text", [
+    ({"ts": 1331733888.121505, "b": 1, "a": "x"}, b'{"a":"x","b":1,"ts":1331733888.121505}'),
+    ({"ts": 1331733888.0}, b'{"ts":1331733888}'),            # whole: an integer
+    ({"ts": 2.0000004}, b'{"ts":2}'),                         # rounded to the microsecond
+    ({"ts": 1.0000005, "x": 1.0000005}, b'{"ts":1.000001,"x":1.0000005}'),  # only ts is rounded
+    ({"ts": float("nan")}, b'{"ts":null}'),
+    ({"ab": 1, "a": 2, "b": 3, "B": 4}, b'{"B":4,"a":2,"ab":1,"b":3}'),  # orjson's order: code points
+])
+def test_canonical_examples(fields: dict, text: bytes) -> None:
+    assert fast.canonical("n", fields) == b"n\x00" + text
+    assert compiled_id("n", fields) == content_id_python("n", fields)
+
+
+@pytest.mark.parametrize("fields", [
+    {"x": 1e-7}, {"x": 1.5e20}, {"ts": 1e300},   # Python writes an exponent, orjson does not
+    {"x": 2**63}, {"x": [1]}, {"é": 1}, {1: 1},   # beyond 64 bits, lists, non-ASCII or non-str keys
+    {"x": "\ud800"},                              # no UTF-8 form
+])
+def test_canonical_declines_what_orjson_might_spell_otherwise(fields: dict) -> None:
+    assert fast.canonical("n", fields) is None
+
+
+def test_canonical_declines_a_name_without_utf8_form() -> None:
+    assert fast.canonical("\ud800", {}) is None
+
+
+# ---------------------------------------------------------------- number and string spelling
+
+@settings(max_examples=5000, deadline=None)
+@given(st.one_of(
+    st.integers(min_value=-(2**31) * 10**6, max_value=2**31 * 10**6).map(lambda micro: micro / 1e6),
+    st.builds(lambda seconds, digits: round(seconds, digits), st.floats(-3e9, 3e9), st.integers(0, 8)),
+    st.floats(allow_nan=False, allow_infinity=False),
+))
+def test_floats_are_spelled_as_repr(number: float) -> None:
+    got = fast.json_object({"f": number}, ("f",), "i", "n")
+    assert got == b'{"f":' + repr(number).encode() + b',"event_id":"i","event":"n"}'
+
+
+@pytest.mark.parametrize("special", ['"', "\\", "\n", "\x00", "\x1f", "\x7f", "é"])
+def test_strings_escape_at_every_position(special: str) -> None:
+    for size in range(0, 20):
+        for at in range(size + 1):
+            text = "a" * at + special + "b" * (size - at)
+            assert fast.json_object({"s": text}, ("s",), "i", "n") == orjson.dumps(
+                {"s": text, "event_id": "i", "event": "n"})

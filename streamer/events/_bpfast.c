@@ -8,11 +8,21 @@
  *   split_line(line) -> dict[str, str] | None
  *       a well-formed `key=value key="quoted \" value"` line; None for
  *       anything else (malformed, non-ASCII, control characters).
+ *   configure(plans, plan_for, parse_ts, event_type) -> bool
+ *   parse_event(line) -> Event | None
+ *       split_line, then what bp.parse_line does for the common case: the
+ *       name, `ts`, `level=Info` dropped, the fields typed by the event's
+ *       plan (bp._plan_for: its converters; None leaves the name to
+ *       parse_line), the `event.id` taken; the Event is built directly in
+ *       its slots. None for anything else, a value its converter refuses
+ *       included: parse_line then raises the error.
  *   format_fields(head, fields) -> str | None
  *       `head` + ` key=value` for every field but `ts` and `level`; values
  *       that are exact str, int, float, bool or None only; None otherwise.
  */
 #include "_buffer.h"
+#include "_typing.h"
+#include "structmember.h"
 #include <stdint.h>
 
 /* ASCII characters that Python's `\s` and str.split() treat as blanks */
@@ -73,15 +83,9 @@ static PyObject *unescape(const char *text, Py_ssize_t size) {
     return value;
 }
 
-static PyObject *split_line(PyObject *self, PyObject *line) {
-    if (!PyUnicode_Check(line)) {
-        PyErr_SetString(PyExc_TypeError, "split_line() needs a str");
-        return NULL;
-    }
-    if (PyUnicode_READY(line) < 0) return NULL;
-    if (!PyUnicode_IS_ASCII(line)) Py_RETURN_NONE;
-    const char *s = (const char *)PyUnicode_1BYTE_DATA(line);
-    Py_ssize_t size = PyUnicode_GET_LENGTH(line);
+/* the pairs of the ASCII line s[0:size]: a new dict, Py_None (new reference)
+ * when the line is not the common well-formed case, NULL on an error */
+static PyObject *split_pairs(const char *s, Py_ssize_t size) {
     PyObject *pairs = PyDict_New();
     if (pairs == NULL) return NULL;
     Py_ssize_t i = 0;
@@ -137,6 +141,187 @@ decline:
     Py_RETURN_NONE;
 fail:
     Py_DECREF(pairs);
+    return NULL;
+}
+
+static PyObject *split_line(PyObject *self, PyObject *line) {
+    if (!PyUnicode_Check(line)) {
+        PyErr_SetString(PyExc_TypeError, "split_line() needs a str");
+        return NULL;
+    }
+    if (PyUnicode_READY(line) < 0) return NULL;
+    if (!PyUnicode_IS_ASCII(line)) Py_RETURN_NONE;
+    return split_pairs((const char *)PyUnicode_1BYTE_DATA(line), PyUnicode_GET_LENGTH(line));
+}
+
+/* ----------------------------------------------------------- parse_event */
+
+/* Set by configure(): bp.py's plan cache and builder, event.py's timestamp
+ * parser, and the Event class with the offsets of its slots. */
+static PyObject *plans, *plan_for, *parse_ts, *event_type;
+static Py_ssize_t slot_name, slot_fields, slot_id, slot_bp, slot_json;
+static PyObject *s_event, *s_ts, *s_level, *s_event_id;
+#define MAX_PLANS 4096
+
+/* the offset of the object slot `name` of `type`, or -1 */
+static Py_ssize_t slot_offset(PyObject *type, const char *name) {
+    PyObject *descr = PyObject_GetAttrString(type, name);
+    if (descr == NULL) { PyErr_Clear(); return -1; }
+    Py_ssize_t offset = -1;
+    if (Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
+        PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
+        if (member->type == T_OBJECT_EX && !(member->flags & READONLY)) offset = member->offset;
+    }
+    Py_DECREF(descr);
+    return offset;
+}
+
+static PyObject *configure(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4 || !PyDict_CheckExact(args[0]) || !PyType_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "configure(plans: dict, plan_for, parse_ts, event_type)");
+        return NULL;
+    }
+    PyTypeObject *type = (PyTypeObject *)args[3];
+    slot_name = slot_offset(args[3], "name");
+    slot_fields = slot_offset(args[3], "fields");
+    slot_id = slot_offset(args[3], "_id");
+    slot_bp = slot_offset(args[3], "_bp");
+    slot_json = slot_offset(args[3], "_json");
+    if (slot_name < 0 || slot_fields < 0 || slot_id < 0 || slot_bp < 0 || slot_json < 0 ||
+        type->tp_alloc == NULL) Py_RETURN_FALSE; /* not the layout this file builds: bp.py parses */
+    if (s_event == NULL) {
+        s_event = PyUnicode_InternFromString("event");
+        s_ts = PyUnicode_InternFromString("ts");
+        s_level = PyUnicode_InternFromString("level");
+        s_event_id = PyUnicode_InternFromString("event.id");
+        if (!s_event || !s_ts || !s_level || !s_event_id) return NULL;
+    }
+    for (int i = 0; i < 4; i++) Py_INCREF(args[i]);
+    Py_XSETREF(plans, args[0]);
+    Py_XSETREF(plan_for, args[1]);
+    Py_XSETREF(parse_ts, args[2]);
+    Py_XSETREF(event_type, args[3]);
+    Py_RETURN_TRUE;
+}
+
+static void set_slot(PyObject *object, Py_ssize_t offset, PyObject *value) {
+    Py_INCREF(value);
+    *(PyObject **)((char *)object + offset) = value;
+}
+
+/* the plan of event `name` as written (borrowed), building it once; NULL on an error */
+static PyObject *plan_of(PyObject *name) {
+    PyObject *plan = PyDict_GetItemWithError(plans, name);
+    if (plan != NULL || PyErr_Occurred()) return plan;
+    plan = PyObject_CallOneArg(plan_for, name);
+    if (plan == NULL) return NULL;
+    if (plan != Py_None && !(PyTuple_CheckExact(plan) && PyTuple_GET_SIZE(plan) == 4 &&
+                             PyUnicode_CheckExact(PyTuple_GET_ITEM(plan, 0)) &&
+                             PyDict_CheckExact(PyTuple_GET_ITEM(plan, 1)))) {
+        Py_DECREF(plan);
+        PyErr_SetString(PyExc_TypeError, "a plan is (name, {field: (kind, convert)}, renames or None, keep line)");
+        return NULL;
+    }
+    if (PyDict_GET_SIZE(plans) >= MAX_PLANS) PyDict_Clear(plans); /* names from a hostile file */
+    int failed = PyDict_SetItem(plans, name, plan);
+    Py_DECREF(plan);
+    return failed ? NULL : plan; /* the cache holds it */
+}
+
+/* types `pairs` in place by the plan's converters; 1 done, 0 declined, -1 error */
+static int type_fields(PyObject *pairs, PyObject *converters) {
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(pairs, &pos, &key, &value)) {
+        PyObject *typed;
+        if (is_none_text(value)) {
+            typed = Py_NewRef(Py_None);
+        } else {
+            PyObject *entry = PyDict_GetItemWithError(converters, key);
+            if (entry == NULL) {
+                if (PyErr_Occurred()) return -1;
+                continue; /* a text field */
+            }
+            if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 2) {
+                PyErr_SetString(PyExc_TypeError, "a converter entry is (kind, convert)");
+                return -1;
+            }
+            int kind = (int)PyLong_AsLong(PyTuple_GET_ITEM(entry, 0));
+            typed = convert_text(value, kind, PyTuple_GET_ITEM(entry, 1), parse_ts);
+            if (typed == NULL) {
+                if (!PyErr_ExceptionMatches(PyExc_ValueError)) return -1;
+                PyErr_Clear(); /* bp.py raises the error, naming the field */
+                return 0;
+            }
+        }
+        /* replacing a value keeps the dict's keys: safe while iterating */
+        int failed = PyDict_SetItem(pairs, key, typed);
+        Py_DECREF(typed);
+        if (failed) return -1;
+    }
+    return 1;
+}
+
+/* the Event of a well-formed line, or None: bp.parse_line decides the rest */
+static PyObject *parse_event(PyObject *self, PyObject *line) {
+    if (plans == NULL || !PyUnicode_CheckExact(line) || !PyUnicode_IS_ASCII(line)) Py_RETURN_NONE;
+    const char *s = (const char *)PyUnicode_1BYTE_DATA(line);
+    Py_ssize_t size = PyUnicode_GET_LENGTH(line);
+    /* a stripped line that is not a comment or JSON: it can be kept as the event's BP text */
+    if (size == 0 || is_blank((unsigned char)s[0]) || is_blank((unsigned char)s[size - 1]) || s[0] == '#' ||
+        s[0] == '{') Py_RETURN_NONE;
+    PyObject *pairs = split_pairs(s, size);
+    if (pairs == NULL || pairs == Py_None) return pairs;
+    PyObject *name = NULL, *event_id = NULL, *event = NULL;
+    name = PyDict_GetItemWithError(pairs, s_event);
+    if (name == NULL || PyUnicode_GET_LENGTH(name) == 0) goto decline;
+    Py_INCREF(name);
+    if (PyDict_DelItem(pairs, s_event) < 0) goto fail;
+    int has_ts = PyDict_Contains(pairs, s_ts);
+    if (has_ts <= 0) { if (has_ts < 0) goto fail; goto decline; }
+    PyObject *level = PyDict_GetItemWithError(pairs, s_level);
+    if (level != NULL && PyUnicode_CompareWithASCIIString(level, "Info") == 0) {
+        if (PyDict_DelItem(pairs, s_level) < 0) goto fail;
+    } else if (level == NULL && PyErr_Occurred()) goto fail;
+    PyObject *plan = plan_of(name);
+    if (plan == NULL) goto fail;
+    if (plan == Py_None) goto decline;
+    PyObject *renames = PyTuple_GET_ITEM(plan, 2);
+    if (renames != Py_None) { /* a 3.x name kept in 4.x: only its 4.x form is parsed here */
+        PyObject *key, *value;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(pairs, &pos, &key, &value)) {
+            int renamed = PyDict_Contains(renames, key);
+            if (renamed) { if (renamed < 0) goto fail; goto decline; }
+        }
+    }
+    int typed = type_fields(pairs, PyTuple_GET_ITEM(plan, 1));
+    if (typed <= 0) { if (typed < 0) goto fail; goto decline; }
+    event_id = PyDict_GetItemWithError(pairs, s_event_id);
+    if (event_id != NULL) {
+        event_id = Py_NewRef(PyUnicode_CheckExact(event_id) ? event_id : Py_None);
+        if (PyDict_DelItem(pairs, s_event_id) < 0) goto fail;
+    } else if (PyErr_Occurred()) goto fail;
+    event = ((PyTypeObject *)event_type)->tp_alloc((PyTypeObject *)event_type, 0);
+    if (event == NULL) goto fail;
+    set_slot(event, slot_name, PyTuple_GET_ITEM(plan, 0));
+    set_slot(event, slot_fields, pairs);
+    set_slot(event, slot_id, event_id ? event_id : Py_None);
+    set_slot(event, slot_bp, PyTuple_GET_ITEM(plan, 3) == Py_True ? line : Py_None);
+    set_slot(event, slot_json, Py_None);
+    Py_DECREF(pairs);
+    Py_DECREF(name);
+    Py_XDECREF(event_id);
+    return event;
+decline:
+    Py_DECREF(pairs);
+    Py_XDECREF(name);
+    Py_XDECREF(event_id);
+    Py_RETURN_NONE;
+fail:
+    Py_DECREF(pairs);
+    Py_XDECREF(name);
+    Py_XDECREF(event_id);
     return NULL;
 }
 
@@ -203,7 +388,8 @@ static PyObject *format_fields(PyObject *self, PyObject *const *args, Py_ssize_t
         PyErr_SetString(PyExc_TypeError, "format_fields(head: str, fields: dict)");
         return NULL;
     }
-    Buffer b = {NULL, 0, 0};
+    Buffer b;
+    buffer_init(&b);
     PyObject *key, *value, *result = NULL;
     Py_ssize_t pos = 0;
     int done = put_ascii(&b, args[0]);
@@ -216,7 +402,7 @@ static PyObject *format_fields(PyObject *self, PyObject *const *args, Py_ssize_t
             (done = buffer_put(&b, "=", 1)) > 0)
             done = put_value(&b, value);
     }
-    if (done > 0) result = PyUnicode_DecodeASCII(b.data ? b.data : "", b.size, NULL);
+    if (done > 0) result = PyUnicode_DecodeASCII(b.data, b.size, NULL);
     buffer_free(&b);
     if (done < 0) return NULL;
     if (done == 0) Py_RETURN_NONE;
@@ -228,6 +414,10 @@ static PyObject *format_fields(PyObject *self, PyObject *const *args, Py_ssize_t
 static PyMethodDef methods[] = {
     {"split_line", (PyCFunction)split_line, METH_O,
      "split_line(line) -> dict of a well-formed ASCII BP line, or None"},
+    {"configure", (PyCFunction)(void (*)(void))configure, METH_FASTCALL,
+     "configure(plans, plan_for, parse_ts, event_type) -> True if parse_event can build this Event"},
+    {"parse_event", (PyCFunction)parse_event, METH_O,
+     "parse_event(line) -> the Event of a well-formed stripped ASCII BP line, or None"},
     {"format_fields", (PyCFunction)(void (*)(void))format_fields, METH_FASTCALL,
      "format_fields(head, fields) -> BP text, or None"},
     {NULL, NULL, 0, NULL},

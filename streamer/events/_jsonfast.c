@@ -7,18 +7,39 @@
  *       (declined) for anything else, and jsonenc.py encodes the event with
  *       orjson.
  *
- * The text is orjson's for the same object except in the spelling of floats
+ *   canonical(name, fields) -> bytes | None
+ *       what event.content_id hashes: the name in UTF-8, a NUL, then orjson's
+ *       text of `fields` with sorted keys, `ts` rounded to the microsecond
+ *       (an int when whole). Exactly orjson's bytes: None (declined) for
+ *       anything it might spell otherwise (non-ASCII or non-str keys, floats
+ *       Python writes with an exponent, integers beyond 64 bits, lists, ...).
+ *
+ * json_object's text is orjson's for the same object except in the spelling of floats
  * Python writes with an exponent (`1e-05` where orjson writes `0.00001`): the
  * same numbers. NaN and infinities are written null, as orjson does.
  */
 #include "_buffer.h"
 #include <math.h>
+#include <stdint.h>
+
+/* whether any of the 8 bytes at s is a control character, `"` or `\\` (a word at a time) */
+static int needs_escape(const char *s) {
+    uint64_t word;
+    memcpy(&word, s, 8);
+    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+    uint64_t quote = word ^ (ones * '"'), backslash = word ^ (ones * '\\');
+    uint64_t found = ((word - ones * 0x20) & ~word) | ((quote - ones) & ~quote) | ((backslash - ones) & ~backslash);
+    return (found & highs) != 0;
+}
 
 /* a JSON string as orjson writes it; 1 done, 0 declined (no UTF-8 form), -1 error */
 static int append_string(Buffer *b, PyObject *text) {
     Py_ssize_t size;
-    const char *s = PyUnicode_AsUTF8AndSize(text, &size);
-    if (s == NULL) {
+    const char *s;
+    if (PyUnicode_IS_ASCII(text)) { /* its bytes are its UTF-8 */
+        s = (const char *)PyUnicode_1BYTE_DATA(text);
+        size = PyUnicode_GET_LENGTH(text);
+    } else if ((s = PyUnicode_AsUTF8AndSize(text, &size)) == NULL) {
         PyErr_Clear();
         return 0;
     }
@@ -26,12 +47,15 @@ static int append_string(Buffer *b, PyObject *text) {
     char *out = b->data + b->size;
     static const char hex[] = "0123456789abcdef";
     *out++ = '"';
+    Py_ssize_t plain = 0; /* start of the run of characters copied as they are */
     for (Py_ssize_t i = 0; i < size; i++) {
+        while (i + 8 <= size && !needs_escape(s + i)) i += 8;
+        if (i >= size) break;
         unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c != '"' && c != '\\') {
-            *out++ = (char)c;
-            continue;
-        }
+        if (c >= 0x20 && c != '"' && c != '\\') continue;
+        memcpy(out, s + plain, i - plain);
+        out += i - plain;
+        plain = i + 1;
         *out++ = '\\';
         switch (c) {
         case '"': *out++ = '"'; break;
@@ -46,6 +70,8 @@ static int append_string(Buffer *b, PyObject *text) {
             *out++ = hex[c >> 4]; *out++ = hex[c & 15];
         }
     }
+    memcpy(out, s + plain, size - plain);
+    out += size - plain;
     *out++ = '"';
     b->size = out - b->data;
     return 1;
@@ -80,7 +106,8 @@ static PyObject *json_object(PyObject *self, PyObject *const *args, Py_ssize_t n
         PyErr_SetString(PyExc_ValueError, "keys and fields differ in length");
         return NULL;
     }
-    Buffer b = {NULL, 0, 0};
+    Buffer b;
+    buffer_init(&b);
     PyObject *key, *value, *result = NULL;
     Py_ssize_t pos = 0, i = 0;
     int done = buffer_put(&b, "{", 1);
@@ -100,9 +127,106 @@ static PyObject *json_object(PyObject *self, PyObject *const *args, Py_ssize_t n
     return result;
 }
 
+/* --------------------------------------------------------------- canonical */
+
+#define MAX_CANON_FIELDS 128
+
+/* a value as orjson writes it, exactly; 1 done, 0 declined, -1 error */
+static int append_exact(Buffer *b, PyObject *value) {
+    if (!PyFloat_CheckExact(value)) return append_value(b, value);
+    double number = PyFloat_AS_DOUBLE(value);
+    if (!isfinite(number)) return buffer_put(b, "null", 4);
+    Py_ssize_t start = b->size;
+    int done = buffer_put_float(b, number);
+    if (done > 0 && memchr(b->data + start, 'e', b->size - start) != NULL) done = 0; /* orjson spells it otherwise */
+    return done;
+}
+
+/* `ts` as event.content_id hashes it: a float rounded to the microsecond, an int when whole */
+static int append_ts(Buffer *b, PyObject *value) {
+    static PyObject *round_name, *six;
+    if (!PyFloat_Check(value)) return append_exact(b, value);
+    long long micro;
+    if (micro_decimal(PyFloat_AS_DOUBLE(value), &micro)) { /* already rounded */
+        return micro % 1000000 ? append_exact(b, value) : buffer_put_integer(b, micro / 1000000);
+    }
+    if (round_name == NULL) {
+        round_name = PyUnicode_InternFromString("__round__");
+        six = PyLong_FromLong(6);
+        if (round_name == NULL || six == NULL) return -1;
+    }
+    PyObject *rounded = PyObject_CallMethodOneArg(value, round_name, six);
+    if (rounded == NULL) return -1;
+    int done = 0;
+    if (PyFloat_CheckExact(rounded)) {
+        double number = PyFloat_AS_DOUBLE(rounded);
+        if (isfinite(number) && number == floor(number)) {
+            if (fabs(number) < 9.2e18) done = buffer_put_integer(b, (long long)number); /* else: wider than orjson takes */
+        } else {
+            done = append_exact(b, rounded);
+        }
+    }
+    Py_DECREF(rounded);
+    return done;
+}
+
+typedef struct {
+    PyObject *name;
+    const char *key;
+    Py_ssize_t size;
+    PyObject *value;
+    int is_ts;
+} Field;
+
+static int field_before(const Field *a, const Field *b) {
+    Py_ssize_t common = a->size < b->size ? a->size : b->size;
+    int order = memcmp(a->key, b->key, common);
+    return order < 0 || (order == 0 && a->size < b->size);
+}
+
+static PyObject *canonical(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyUnicode_Check(args[0]) || !PyDict_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "canonical(name: str, fields: dict)");
+        return NULL;
+    }
+    PyObject *fields = args[1];
+    Py_ssize_t count = PyDict_GET_SIZE(fields), name_size;
+    if (count > MAX_CANON_FIELDS) Py_RETURN_NONE;
+    const char *name = PyUnicode_AsUTF8AndSize(args[0], &name_size);
+    if (name == NULL) { PyErr_Clear(); Py_RETURN_NONE; }
+    Field sorted[MAX_CANON_FIELDS];
+    PyObject *key, *value;
+    Py_ssize_t pos = 0, n = 0;
+    while (PyDict_Next(fields, &pos, &key, &value)) {
+        if (!PyUnicode_CheckExact(key) || !PyUnicode_IS_ASCII(key)) Py_RETURN_NONE;
+        Field field = {key, (const char *)PyUnicode_1BYTE_DATA(key), PyUnicode_GET_LENGTH(key), value, 0};
+        field.is_ts = field.size == 2 && field.key[0] == 't' && field.key[1] == 's';
+        Py_ssize_t at = n++;
+        for (; at > 0 && field_before(&field, &sorted[at - 1]); at--) sorted[at] = sorted[at - 1];
+        sorted[at] = field;
+    }
+    Buffer b;
+    buffer_init(&b);
+    PyObject *result = NULL;
+    int done = buffer_put(&b, name, name_size);
+    if (done > 0) done = buffer_put(&b, "\0{", 2);
+    for (Py_ssize_t i = 0; done > 0 && i < n; i++) {
+        if (i) done = buffer_put(&b, ",", 1);
+        if (done > 0 && (done = append_string(&b, sorted[i].name)) > 0 && (done = buffer_put(&b, ":", 1)) > 0)
+            done = sorted[i].is_ts ? append_ts(&b, sorted[i].value) : append_exact(&b, sorted[i].value);
+    }
+    if (done > 0 && (done = buffer_put(&b, "}", 1)) > 0) result = PyBytes_FromStringAndSize(b.data, b.size);
+    buffer_free(&b);
+    if (done < 0) return NULL;
+    if (done == 0) Py_RETURN_NONE;
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"json_object", (PyCFunction)(void (*)(void))json_object, METH_FASTCALL,
      "json_object(fields, keys, event_id, name) -> JSON bytes, or None"},
+    {"canonical", (PyCFunction)(void (*)(void))canonical, METH_FASTCALL,
+     "canonical(name, fields) -> what event.content_id hashes, or None"},
     {NULL, NULL, 0, NULL},
 };
 

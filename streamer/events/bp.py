@@ -12,11 +12,11 @@ is not stored on the event.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Callable
 
 from ..compiled import fast_module
-from . import legacy
-from .event import ID_FIELD, Event, FieldError, format_ts
+from . import legacy, schema
+from .event import ID_FIELD, Event, FieldError, _parse_ts_cached, format_ts, typing_plan
 from .registry import note_unknown
 
 # Quoted values use the unrolled-loop form, fast on long texts; the last
@@ -30,6 +30,30 @@ _NEEDS_QUOTES = re.compile(r'[\s"\\]')
 _fast = fast_module("streamer.events._bpfast")
 _fast_split = _fast.split_line if _fast is not None else None
 _fast_format = _fast.format_fields if _fast is not None else None
+
+Plan = tuple[str, dict[str, tuple[int, Any]], dict[str, str] | None, bool]
+
+
+def _plan_for(name: str) -> Plan | None:
+    """What the compiled `parse_event` needs for lines of event `name` (as written).
+
+    (full name, typed fields, 3.x field names to leave to `parse_line`, whether
+    the line is a faithful BP form of the event); None: `parse_line` does it all.
+    """
+    renames = None
+    if name in legacy.LEGACY:
+        new_name, renames, fixed = legacy.LEGACY[name]
+        if new_name != name or fixed:
+            return None
+    full = schema.full_name(name) if name in schema.EVENT_FIELDS else name
+    if full.startswith("stampede."):
+        note_unknown(full)
+    return full, typing_plan(full), renames or None, full == name
+
+
+_plans: dict[str, Plan | None] = {}
+_fast_parse = (_fast.parse_event if _fast is not None and _fast.configure(_plans, _plan_for, _parse_ts_cached, Event)
+               else None)
 
 COMPILED = _fast is not None
 """True when the compiled fast paths are in use (False: pure Python, same results)."""
@@ -93,26 +117,41 @@ def _why_malformed(line: str) -> str:
     return "not a key=value line"
 
 
+def _declined(line: Any) -> None:
+    return None
+
+
+parse_compiled: Callable[[Any], Event | None] = _fast_parse or _declined
+"""The compiled parse of a stripped BP line: its Event, or None when `parse_line` must decide
+(the line is not the common well-formed case, or nothing is compiled)."""
+
+
 def parse_line(line: str) -> Event:
     """One BP line -> Event (raises BPError naming what is wrong)."""
+    if _fast_parse is not None:
+        event = _fast_parse(line)
+        if event is not None:
+            return event
     pairs = split_line(line)
-    name = pairs.pop("event", None)
+    name = written = pairs.pop("event", None)
     if not name:
         raise BPError("no event= field")
     if "ts" not in pairs:
         raise BPError("no ts= field")
     if pairs.get("level") == "Info":
         del pairs["level"]
+    faithful = True  # the line is a BP form of the event: no 3.x name or field translated
     if name in legacy.LEGACY:
-        name, pairs = legacy.translate(name, pairs)  # type: ignore[assignment]
+        name, translated = legacy.translate(name, pairs)
+        faithful, pairs = translated == pairs, translated  # type: ignore[assignment]
     try:
         event = Event.build(name, pairs, owned=True)
     except FieldError as exc:
         raise BPError(str(exc)) from None
     if event.name.startswith("stampede."):
         note_unknown(event.name)
-    if event.name == name:
-        event._bp = line.strip()  # the line is already a faithful BP form of the event
+    if event.name == written and faithful:
+        event._bp = line.strip()
     return event
 
 

@@ -182,6 +182,13 @@ _KIND_CODES = {_integer: 1, _timestamp: 2, _num_or_ts: 3}
 """Converter -> kind code of the compiled path (0: it calls the converter)."""
 
 _fast = fast_module("streamer.events._eventfast")
+_jsonfast = fast_module("streamer.events._jsonfast")
+_canonical = _jsonfast.canonical if _jsonfast is not None else None
+
+
+def typing_plan(name: str) -> dict[str, tuple[int, Callable[[Any], Any]]]:
+    """Field -> (kind code, converter) of event `name`'s typed fields, for the compiled parsers."""
+    return {key: (_KIND_CODES.get(convert, 0), convert) for key, convert in converters_for(name).items()}
 
 Todo = list[tuple[str, int, Callable[[Any], Any]]]
 _shape_converters: dict[tuple[str, tuple[str, ...]], Todo] = {}
@@ -306,6 +313,15 @@ def content_id(name: str, fields: dict[str, Any]) -> str:
     its BP or JSON round trip hash alike. Two byte-identical events share an
     id on purpose: a duplicate carries nothing new.
     """
+    if _canonical is not None:
+        data = _canonical(name, fields)
+        if data is not None:
+            return hashlib.blake2b(data, digest_size=16).hexdigest()
+    return _content_id_python(name, fields)
+
+
+def _content_id_python(name: str, fields: dict[str, Any]) -> str:
+    """`content_id` in Python: decides every event the compiled `canonical` declines."""
     canon = fields
     ts = fields.get("ts")
     if isinstance(ts, float):

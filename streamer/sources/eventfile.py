@@ -129,9 +129,10 @@ class EventFileSource(Source):
         for line_no, reason in chunk.problems:
             self._bad(path, line_no, reason)
         number = chunk.first_line
+        compiled = bp.parse_compiled
         for raw in _texts(chunk.lines):
             try:
-                event = decode_line(raw)
+                event = compiled(raw) or decode_line(raw)  # the compiled parser takes the common lines
             except ValueError as exc:
                 try:
                     self._bad(path, number, str(exc))
