@@ -13,7 +13,7 @@ COMPILED = {  # module -> its C source
     "streamer.monitor._yamlfast": "streamer/monitor/_yamlfast.c",
 }
 
-HEADERS = ["streamer/events/_buffer.h", "streamer/events/_typing.h"]  # shared by the C files (and in the sdist)
+HEADERS = ["streamer/events/_buffer.h", "streamer/events/_slots.h", "streamer/events/_typing.h"]  # shared by the C files (and in the sdist)
 
 setup(
     ext_modules=[

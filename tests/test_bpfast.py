@@ -206,3 +206,24 @@ def test_plan_cache_is_bounded() -> None:
         fast.parse_event(f"ts=1 event=x.y{number}")
     assert len(bp._plans) <= 4096
     assert fast.parse_event("ts=1 event=stampede.xwf.end").name == "stampede.xwf.end"
+
+
+def test_join_lines_writes_what_format_event_writes(shared: Path) -> None:
+    lines = [line for path in corpus_bp_files(shared) for line in path.read_text().splitlines() if line.strip()]
+    events = [bp.parse_line(line) for line in lines]
+    expected = "".join(bp.format_event(bp.parse_line(line)) + "\n" for line in lines).encode()
+    assert fast.join_lines(events) is None  # ids not computed yet, planner lines (`event=task.info`) kept no text
+    assert bp.join(events) == expected  # which it caches on the events ...
+    assert fast.join_lines(events) == expected  # ... for the compiled join
+    with_id = bp.parse_line("ts=1 event=stampede.xwf.end xwf.id=x event.id=given")
+    assert fast.join_lines([with_id]) == b"ts=1 event=stampede.xwf.end xwf.id=x event.id=given\n"  # not twice
+
+
+def test_join_lines_declines_events_without_their_line() -> None:
+    built = bp.Event("stampede.xwf.end", {"ts": 1, "xwf.id": "x"})
+    built.id  # noqa: B018
+    assert fast.join_lines([built]) is None
+    assert bp.join([built]) == (bp.format_event(built) + "\n").encode()
+    assert fast.join_lines([]) == b""
+    with pytest.raises(TypeError):
+        fast.join_lines((built,))

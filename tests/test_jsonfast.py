@@ -174,3 +174,56 @@ def test_strings_escape_at_every_position(special: str) -> None:
             text = "a" * at + special + "b" * (size - at)
             assert fast.json_object({"s": text}, ("s",), "i", "n") == orjson.dumps(
                 {"s": text, "event_id": "i", "event": "n"})
+
+
+# ---------------------------------------------------------------- whole batches
+
+def corpus_events(shared: Path) -> list[Event]:
+    return [bp.parse_line(line) for path in corpus_bp_files(shared)
+            for line in path.read_text().splitlines() if line.strip()]
+
+
+def fresh(events: list[Event]) -> list[Event]:
+    """The same events with nothing cached (no id, no JSON, no BP text)."""
+    return [Event(e.name, dict(e.fields)) for e in events]
+
+
+def test_batch_ids_and_json_equal_event_by_event_encoding(shared: Path) -> None:
+    events = corpus_events(shared)
+    batch, single = fresh(events), fresh(events)
+    assert fast.ensure_ids(batch[:100]) == 0
+    left = fast.encode_events(batch, jsonenc._shapes, jsonenc._renamed_keys)
+    assert left == sum(any(isinstance(v, list) for v in e.fields.values()) for e in events)  # composite usage lists
+    for got, expected in zip(batch, single):
+        if got._json is not None:
+            assert (got.id, got._json) == (content_id_python(expected.name, expected.fields), reference(expected))
+    jsonenc.prepare(batch)  # the Python loop does the ones left
+    assert [e._json for e in batch] == [jsonenc.dumps(e) for e in single]
+    assert jsonenc.join(batch) == b"".join(jsonenc.dumps(e) + b"\n" for e in single)
+
+
+def test_batch_functions_leave_what_they_cannot_do_to_python() -> None:
+    class Other:  # not an Event: left alone
+        _json = None
+    merged = Event("stampede.x", {"a.b": 1, "a_b": 2, "ts": 1})    # JSON names that merge: to_dict decides
+    listed = Event("stampede.x", {"l": [1], "ts": 1})               # a list: orjson writes it
+    kept = Event("stampede.x", {"ts": 1}, event_id="given")         # an id read with the event is kept
+    done = Event("stampede.x", {"ts": 1})
+    done._json = b"cached"
+    assert fast.encode_events([merged, listed, kept, done, Other()], jsonenc._shapes, jsonenc._renamed_keys) == 3
+    assert (merged._json, listed._json, done._json) == (None, None, b"cached")
+    assert listed._id is None and merged._id is not None  # the id of `listed` is left to event.py
+    assert kept._json == b'{"ts":1,"event_id":"given","event":"stampede.x"}'
+    assert fast.ensure_ids([listed, Other()]) == 2
+    jsonenc.prepare([merged, listed])
+    assert merged._json == jsonenc._orjson(jsonenc.to_dict(merged)) and listed.id == content_id_python(
+        listed.name, listed.fields)
+    with pytest.raises(TypeError):
+        fast.encode_events((merged,), jsonenc._shapes, jsonenc._renamed_keys)
+
+
+def test_encode_events_survives_a_cleared_shape_cache() -> None:
+    events = [Event("stampede.x", {f"k{n}": n, "ts": 1}) for n in range(5000)]  # more shapes than the cache keeps
+    left = fast.encode_events(events, jsonenc._shapes, jsonenc._renamed_keys)
+    jsonenc.prepare(events)
+    assert left <= 1 and [e._json for e in events] == [reference(Event(e.name, e.fields, e.id)) for e in events]

@@ -451,6 +451,9 @@ class AMQPEndpoint(Endpoint):
 
     # ------------------------------------------------------------ writing
 
+    def prepare(self, events: Sequence[Event]) -> None:
+        jsonenc.prepare(list(events))  # bodies and ids (message_id), cached on the events
+
     def items(self, batch: Sequence[Event]) -> list[Item]:
         now = int(time.time())
         mode = self.key_mode

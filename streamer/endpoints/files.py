@@ -16,6 +16,7 @@ from urllib.parse import unquote, urlsplit
 import aiofiles
 
 from ..events import Event, bp, jsonenc
+from ..events.event import ensure_ids
 from ..urls import EndpointURL
 from .base import Endpoint, EndpointError
 
@@ -43,8 +44,8 @@ def encoding_for(path: Path, requested: str | None) -> str:
 def encode_batch(events: Sequence[Event], encoding: str) -> bytes:
     """One newline-terminated record per event."""
     if encoding == "json":
-        return b"\n".join(map(jsonenc.dumps, events)) + b"\n"
-    return ("\n".join(map(bp.format_event, events)) + "\n").encode()
+        return jsonenc.join(events)
+    return bp.join(list(events))
 
 
 class FileEndpoint(Endpoint):
@@ -70,11 +71,9 @@ class FileEndpoint(Endpoint):
 
     def prepare(self, events: Sequence[Event]) -> None:
         if self.encoding == "json":
-            for event in events:
-                jsonenc.dumps(event)  # cached on the event, with its id
+            jsonenc.prepare(list(events))  # cached on the events, with their ids
         else:
-            for event in events:
-                event.id  # noqa: B018 - computed and cached now, while the event is in cache
+            ensure_ids(list(events))  # the BP text is the line read, or written at `write`
 
     async def write(self, batch: Sequence[Event]) -> None:
         if self._file is None:

@@ -16,13 +16,16 @@
  *       parse_line), the `event.id` taken; the Event is built directly in
  *       its slots. None for anything else, a value its converter refuses
  *       included: parse_line then raises the error.
+ *   join_lines(events) -> bytes | None
+ *       bp.format_event of every event, each line ended by a newline, when
+ *       every event keeps its BP text and has its id; None otherwise.
  *   format_fields(head, fields) -> str | None
  *       `head` + ` key=value` for every field but `ts` and `level`; values
  *       that are exact str, int, float, bool or None only; None otherwise.
  */
 #include "_buffer.h"
+#include "_slots.h"
 #include "_typing.h"
-#include "structmember.h"
 #include <stdint.h>
 
 /* ASCII characters that Python's `\s` and str.split() treat as blanks */
@@ -157,38 +160,18 @@ static PyObject *split_line(PyObject *self, PyObject *line) {
 /* ----------------------------------------------------------- parse_event */
 
 /* Set by configure(): bp.py's plan cache and builder, event.py's timestamp
- * parser, and the Event class with the offsets of its slots. */
-static PyObject *plans, *plan_for, *parse_ts, *event_type;
-static Py_ssize_t slot_name, slot_fields, slot_id, slot_bp, slot_json;
+ * parser, and the Event class's slots. */
+static PyObject *plans, *plan_for, *parse_ts;
+static EventSlots slots;
 static PyObject *s_event, *s_ts, *s_level, *s_event_id;
 #define MAX_PLANS 4096
 
-/* the offset of the object slot `name` of `type`, or -1 */
-static Py_ssize_t slot_offset(PyObject *type, const char *name) {
-    PyObject *descr = PyObject_GetAttrString(type, name);
-    if (descr == NULL) { PyErr_Clear(); return -1; }
-    Py_ssize_t offset = -1;
-    if (Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
-        PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
-        if (member->type == T_OBJECT_EX && !(member->flags & READONLY)) offset = member->offset;
-    }
-    Py_DECREF(descr);
-    return offset;
-}
-
 static PyObject *configure(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 4 || !PyDict_CheckExact(args[0]) || !PyType_Check(args[3])) {
+    if (nargs != 4 || !PyDict_CheckExact(args[0])) {
         PyErr_SetString(PyExc_TypeError, "configure(plans: dict, plan_for, parse_ts, event_type)");
         return NULL;
     }
-    PyTypeObject *type = (PyTypeObject *)args[3];
-    slot_name = slot_offset(args[3], "name");
-    slot_fields = slot_offset(args[3], "fields");
-    slot_id = slot_offset(args[3], "_id");
-    slot_bp = slot_offset(args[3], "_bp");
-    slot_json = slot_offset(args[3], "_json");
-    if (slot_name < 0 || slot_fields < 0 || slot_id < 0 || slot_bp < 0 || slot_json < 0 ||
-        type->tp_alloc == NULL) Py_RETURN_FALSE; /* not the layout this file builds: bp.py parses */
+    if (!event_slots_load(args[3], &slots)) Py_RETURN_FALSE; /* not the layout this file builds: bp.py parses */
     if (s_event == NULL) {
         s_event = PyUnicode_InternFromString("event");
         s_ts = PyUnicode_InternFromString("ts");
@@ -196,17 +179,11 @@ static PyObject *configure(PyObject *self, PyObject *const *args, Py_ssize_t nar
         s_event_id = PyUnicode_InternFromString("event.id");
         if (!s_event || !s_ts || !s_level || !s_event_id) return NULL;
     }
-    for (int i = 0; i < 4; i++) Py_INCREF(args[i]);
+    for (int i = 0; i < 3; i++) Py_INCREF(args[i]);
     Py_XSETREF(plans, args[0]);
     Py_XSETREF(plan_for, args[1]);
     Py_XSETREF(parse_ts, args[2]);
-    Py_XSETREF(event_type, args[3]);
     Py_RETURN_TRUE;
-}
-
-static void set_slot(PyObject *object, Py_ssize_t offset, PyObject *value) {
-    Py_INCREF(value);
-    *(PyObject **)((char *)object + offset) = value;
 }
 
 /* the plan of event `name` as written (borrowed), building it once; NULL on an error */
@@ -302,13 +279,13 @@ static PyObject *parse_event(PyObject *self, PyObject *line) {
         event_id = Py_NewRef(PyUnicode_CheckExact(event_id) ? event_id : Py_None);
         if (PyDict_DelItem(pairs, s_event_id) < 0) goto fail;
     } else if (PyErr_Occurred()) goto fail;
-    event = ((PyTypeObject *)event_type)->tp_alloc((PyTypeObject *)event_type, 0);
+    event = slots.type->tp_alloc(slots.type, 0);
     if (event == NULL) goto fail;
-    set_slot(event, slot_name, PyTuple_GET_ITEM(plan, 0));
-    set_slot(event, slot_fields, pairs);
-    set_slot(event, slot_id, event_id ? event_id : Py_None);
-    set_slot(event, slot_bp, PyTuple_GET_ITEM(plan, 3) == Py_True ? line : Py_None);
-    set_slot(event, slot_json, Py_None);
+    slot_set(event, slots.name, PyTuple_GET_ITEM(plan, 0));
+    slot_set(event, slots.fields, pairs);
+    slot_set(event, slots.id, event_id ? event_id : Py_None);
+    slot_set(event, slots.bp, PyTuple_GET_ITEM(plan, 3) == Py_True ? line : Py_None);
+    slot_set(event, slots.json, Py_None);
     Py_DECREF(pairs);
     Py_DECREF(name);
     Py_XDECREF(event_id);
@@ -409,6 +386,49 @@ static PyObject *format_fields(PyObject *self, PyObject *const *args, Py_ssize_t
     return result;
 }
 
+/* ------------------------------------------------------------ join_lines */
+
+/* the UTF-8 of a str slot value; NULL (no error) when it is not a str with one */
+static const char *utf8_of(PyObject *value, Py_ssize_t *size) {
+    if (value == NULL || !PyUnicode_CheckExact(value)) return NULL;
+    const char *text = PyUnicode_AsUTF8AndSize(value, size);
+    if (text == NULL) PyErr_Clear();
+    return text;
+}
+
+static PyObject *join_lines(PyObject *self, PyObject *events) {
+    if (!PyList_CheckExact(events)) {
+        PyErr_SetString(PyExc_TypeError, "join_lines(events: list)");
+        return NULL;
+    }
+    if (slots.type == NULL) Py_RETURN_NONE;
+    static const char tag[] = " event.id=";
+    const Py_ssize_t tag_size = sizeof(tag) - 1;
+    Buffer b;
+    buffer_init(&b);
+    int done = 1;
+    for (Py_ssize_t i = 0; done > 0 && i < PyList_GET_SIZE(events); i++) {
+        PyObject *event = PyList_GET_ITEM(events, i);
+        Py_ssize_t line_size, id_size;
+        const char *line = NULL, *id = NULL;
+        if (Py_IS_TYPE(event, slots.type)) {
+            line = utf8_of(slot_get(event, slots.bp), &line_size);
+            id = utf8_of(slot_get(event, slots.id), &id_size);
+        }
+        if (line == NULL || id == NULL) { done = 0; break; } /* bp.py formats the batch */
+        if ((done = buffer_put(&b, line, line_size)) <= 0) break;
+        /* bp.format_event: the id follows, unless the line carries one */
+        if (memmem(line, line_size, tag, tag_size) == NULL && (done = buffer_put(&b, tag, tag_size)) > 0)
+            done = buffer_put(&b, id, id_size);
+        if (done > 0) done = buffer_put(&b, "\n", 1);
+    }
+    PyObject *result = done > 0 ? PyBytes_FromStringAndSize(b.data, b.size) : NULL;
+    buffer_free(&b);
+    if (done < 0) return NULL;
+    if (done == 0) Py_RETURN_NONE;
+    return result;
+}
+
 /* ---------------------------------------------------------------- module */
 
 static PyMethodDef methods[] = {
@@ -418,6 +438,8 @@ static PyMethodDef methods[] = {
      "configure(plans, plan_for, parse_ts, event_type) -> True if parse_event can build this Event"},
     {"parse_event", (PyCFunction)parse_event, METH_O,
      "parse_event(line) -> the Event of a well-formed stripped ASCII BP line, or None"},
+    {"join_lines", (PyCFunction)join_lines, METH_O,
+     "join_lines(events) -> the BP lines of events read from BP with their ids, newline-terminated, or None"},
     {"format_fields", (PyCFunction)(void (*)(void))format_fields, METH_FASTCALL,
      "format_fields(head, fields) -> BP text, or None"},
     {NULL, NULL, 0, NULL},

@@ -14,11 +14,21 @@
  *       anything it might spell otherwise (non-ASCII or non-str keys, floats
  *       Python writes with an exponent, integers beyond 64 bits, lists, ...).
  *
+ *   configure(event_type, blake2b) -> bool
+ *   ensure_ids(events) -> int
+ *       every event's stable id (its `_id` slot), as event.content_id
+ *       computes it; returns how many it declined (event.py does those).
+ *   encode_events(events, shapes, renamed_keys) -> int
+ *       every event's id and JSON (`_json` slot) as jsonenc.dumps writes it;
+ *       the JSON names of each shape of keys come from jsonenc's cache
+ *       `shapes` (filled by `renamed_keys`); returns how many it declined.
+ *
  * json_object's text is orjson's for the same object except in the spelling of floats
  * Python writes with an exponent (`1e-05` where orjson writes `0.00001`): the
  * same numbers. NaN and infinities are written null, as orjson does.
  */
 #include "_buffer.h"
+#include "_slots.h"
 #include <math.h>
 #include <stdint.h>
 
@@ -95,13 +105,8 @@ static int append_value(Buffer *b, PyObject *value) {
     return 0;
 }
 
-static PyObject *json_object(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 4 || !PyDict_Check(args[0]) || !PyTuple_Check(args[1]) || !PyUnicode_Check(args[2]) ||
-        !PyUnicode_Check(args[3])) {
-        PyErr_SetString(PyExc_TypeError, "json_object(fields: dict, keys: tuple, event_id: str, name: str)");
-        return NULL;
-    }
-    PyObject *fields = args[0], *keys = args[1];
+/* `{...,"event_id":<id>,"event":<name>}`: new bytes, Py_None (new reference) when declined, NULL on an error */
+static PyObject *json_object_of(PyObject *fields, PyObject *keys, PyObject *event_id, PyObject *event_name) {
     if (PyTuple_GET_SIZE(keys) != PyDict_GET_SIZE(fields)) {
         PyErr_SetString(PyExc_ValueError, "keys and fields differ in length");
         return NULL;
@@ -118,13 +123,22 @@ static PyObject *json_object(PyObject *self, PyObject *const *args, Py_ssize_t n
             (done = append_value(&b, value)) > 0)
             done = buffer_put(&b, ",", 1);
     }
-    if (done > 0 && (done = buffer_put(&b, "\"event_id\":", 11)) > 0) done = append_string(&b, args[2]);
-    if (done > 0 && (done = buffer_put(&b, ",\"event\":", 9)) > 0) done = append_string(&b, args[3]);
+    if (done > 0 && (done = buffer_put(&b, "\"event_id\":", 11)) > 0) done = append_string(&b, event_id);
+    if (done > 0 && (done = buffer_put(&b, ",\"event\":", 9)) > 0) done = append_string(&b, event_name);
     if (done > 0 && (done = buffer_put(&b, "}", 1)) > 0) result = PyBytes_FromStringAndSize(b.data, b.size);
     buffer_free(&b);
     if (done < 0) return NULL;
     if (done == 0) Py_RETURN_NONE;
     return result;
+}
+
+static PyObject *json_object(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4 || !PyDict_Check(args[0]) || !PyTuple_Check(args[1]) || !PyUnicode_Check(args[2]) ||
+        !PyUnicode_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "json_object(fields: dict, keys: tuple, event_id: str, name: str)");
+        return NULL;
+    }
+    return json_object_of(args[0], args[1], args[2], args[3]);
 }
 
 /* --------------------------------------------------------------- canonical */
@@ -184,15 +198,11 @@ static int field_before(const Field *a, const Field *b) {
     return order < 0 || (order == 0 && a->size < b->size);
 }
 
-static PyObject *canonical(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2 || !PyUnicode_Check(args[0]) || !PyDict_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "canonical(name: str, fields: dict)");
-        return NULL;
-    }
-    PyObject *fields = args[1];
+/* what content_id hashes: new bytes, Py_None (new reference) when declined, NULL on an error */
+static PyObject *canonical_bytes(PyObject *event_name, PyObject *fields) {
     Py_ssize_t count = PyDict_GET_SIZE(fields), name_size;
     if (count > MAX_CANON_FIELDS) Py_RETURN_NONE;
-    const char *name = PyUnicode_AsUTF8AndSize(args[0], &name_size);
+    const char *name = PyUnicode_AsUTF8AndSize(event_name, &name_size);
     if (name == NULL) { PyErr_Clear(); Py_RETURN_NONE; }
     Field sorted[MAX_CANON_FIELDS];
     PyObject *key, *value;
@@ -222,9 +232,131 @@ static PyObject *canonical(PyObject *self, PyObject *const *args, Py_ssize_t nar
     return result;
 }
 
+static PyObject *canonical(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyUnicode_Check(args[0]) || !PyDict_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "canonical(name: str, fields: dict)");
+        return NULL;
+    }
+    return canonical_bytes(args[0], args[1]);
+}
+
+/* ------------------------------------------------------- whole batches */
+
+/* Set by configure(): the Event class's slots and hashlib's blake2b. */
+static EventSlots slots;
+static PyObject *blake2b, *digest_size_name, *digest_size, *hexdigest_name;
+
+static PyObject *configure(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "configure(event_type, blake2b)");
+        return NULL;
+    }
+    if (!event_slots_load(args[0], &slots)) Py_RETURN_FALSE;
+    if (digest_size_name == NULL) {
+        digest_size_name = Py_BuildValue("(s)", "digest_size");
+        digest_size = PyLong_FromLong(16);
+        hexdigest_name = PyUnicode_InternFromString("hexdigest");
+        if (!digest_size_name || !digest_size || !hexdigest_name) return NULL;
+    }
+    Py_INCREF(args[1]);
+    Py_XSETREF(blake2b, args[1]);
+    Py_RETURN_TRUE;
+}
+
+/* event.content_id of an event: 1 its id slot holds it, 0 declined, -1 error */
+static int ensure_id(PyObject *event) {
+    PyObject *id = slot_get(event, slots.id);
+    if (id != NULL && id != Py_None) return PyUnicode_CheckExact(id) ? 1 : 0;
+    PyObject *name = slot_get(event, slots.name), *fields = slot_get(event, slots.fields);
+    if (name == NULL || fields == NULL || !PyUnicode_CheckExact(name) || !PyDict_CheckExact(fields)) return 0;
+    PyObject *data = canonical_bytes(name, fields);
+    if (data == NULL) return -1;
+    if (data == Py_None) { Py_DECREF(data); return 0; }
+    PyObject *call[2] = {data, digest_size};
+    PyObject *hash = PyObject_Vectorcall(blake2b, call, 1, digest_size_name); /* blake2b(data, digest_size=16) */
+    Py_DECREF(data);
+    if (hash == NULL) return -1;
+    id = PyObject_CallMethodNoArgs(hash, hexdigest_name);
+    Py_DECREF(hash);
+    if (id == NULL) return -1;
+    slot_set(event, slots.id, id);
+    Py_DECREF(id);
+    return 1;
+}
+
+static int check_events(PyObject *events) {
+    if (PyList_CheckExact(events)) return 1;
+    PyErr_SetString(PyExc_TypeError, "events must be a list");
+    return 0;
+}
+
+static PyObject *ensure_ids(PyObject *self, PyObject *events) {
+    if (!check_events(events)) return NULL;
+    Py_ssize_t left = 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(events); i++) {
+        PyObject *event = PyList_GET_ITEM(events, i);
+        int done = slots.type != NULL && Py_IS_TYPE(event, slots.type) ? ensure_id(event) : 0;
+        if (done < 0) return NULL;
+        left += !done;
+    }
+    return PyLong_FromSsize_t(left);
+}
+
+/* the JSON names of the keys of `fields` (new reference), NULL with no error when they merge */
+static PyObject *json_names(PyObject *fields, PyObject *shapes, PyObject *renamed_keys) {
+    PyObject *keys = PyTuple_New(PyDict_GET_SIZE(fields)), *key, *value;
+    if (keys == NULL) return NULL;
+    Py_ssize_t pos = 0, i = 0;
+    while (PyDict_Next(fields, &pos, &key, &value)) PyTuple_SET_ITEM(keys, i++, Py_NewRef(key));
+    PyObject *entry = PyDict_GetItemWithError(shapes, keys);
+    if (entry == NULL && !PyErr_Occurred()) {
+        entry = PyObject_CallOneArg(renamed_keys, keys); /* jsonenc._renamed_keys fills `shapes` */
+        Py_XDECREF(entry);                                  /* `shapes` holds it ... */
+        if (entry != NULL) entry = PyDict_GetItemWithError(shapes, keys);
+    }
+    Py_DECREF(keys);
+    if (entry == NULL) return NULL; /* ... unless it was just cleared: then jsonenc.py encodes the event */
+    if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 2 || !PyTuple_CheckExact(PyTuple_GET_ITEM(entry, 0)))
+        return NULL;
+    return PyTuple_GET_ITEM(entry, 1) == Py_True ? Py_NewRef(PyTuple_GET_ITEM(entry, 0)) : NULL;
+}
+
+static PyObject *encode_events(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3 || !check_events(args[0]) || !PyDict_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "encode_events(events: list, shapes: dict, renamed_keys)");
+        return NULL;
+    }
+    PyObject *events = args[0];
+    Py_ssize_t left = 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(events); i++) {
+        PyObject *event = PyList_GET_ITEM(events, i);
+        if (slots.type == NULL || !Py_IS_TYPE(event, slots.type)) { left++; continue; }
+        PyObject *cached = slot_get(event, slots.json);
+        if (cached != NULL && cached != Py_None) continue;
+        int has_id = ensure_id(event);
+        if (has_id < 0) return NULL;
+        PyObject *fields = slot_get(event, slots.fields), *names = NULL;
+        if (has_id && (names = json_names(fields, args[1], args[2])) == NULL && PyErr_Occurred()) return NULL;
+        PyObject *json = names == NULL ? Py_NewRef(Py_None)
+                       : json_object_of(fields, names, slot_get(event, slots.id), slot_get(event, slots.name));
+        Py_XDECREF(names);
+        if (json == NULL) return NULL;
+        if (json == Py_None) left++;
+        else slot_set(event, slots.json, json);
+        Py_DECREF(json);
+    }
+    return PyLong_FromSsize_t(left);
+}
+
 static PyMethodDef methods[] = {
     {"json_object", (PyCFunction)(void (*)(void))json_object, METH_FASTCALL,
      "json_object(fields, keys, event_id, name) -> JSON bytes, or None"},
+    {"configure", (PyCFunction)(void (*)(void))configure, METH_FASTCALL,
+     "configure(event_type, blake2b) -> True if the batch functions can use this Event"},
+    {"ensure_ids", (PyCFunction)ensure_ids, METH_O,
+     "ensure_ids(events) -> how many events it left without an id"},
+    {"encode_events", (PyCFunction)(void (*)(void))encode_events, METH_FASTCALL,
+     "encode_events(events, shapes, renamed_keys) -> how many events it left unencoded"},
     {"canonical", (PyCFunction)(void (*)(void))canonical, METH_FASTCALL,
      "canonical(name, fields) -> what event.content_id hashes, or None"},
     {NULL, NULL, 0, NULL},

@@ -306,6 +306,13 @@ class Event:
         return f"Event({self.name!r}, {self.fields!r}, id={self.id[:12]})"
 
 
+def ensure_ids(events: list[Event]) -> None:
+    """Compute (and cache) the stable id of every event now; compiled when it can be."""
+    if _jsonfast is None or not _batch_ready or _jsonfast.ensure_ids(events):
+        for event in events:
+            event.id  # noqa: B018 - computes and caches it
+
+
 def content_id(name: str, fields: dict[str, Any]) -> str:
     """Stable id: a hash of the event name and its typed fields.
 
@@ -333,6 +340,10 @@ def _content_id_python(name: str, fields: dict[str, Any]) -> str:
     except orjson.JSONEncodeError:  # an integer beyond 64 bits
         text = wide_json(canon, sort_keys=True)
     return hashlib.blake2b(name.encode() + b"\x00" + text, digest_size=16).hexdigest()
+
+
+_batch_ready = _jsonfast is not None and _jsonfast.configure(Event, hashlib.blake2b)
+"""The compiled batch functions (ids, JSON) build this Event class's slots."""
 
 
 def wide_json(obj: dict[str, Any], *, sort_keys: bool = False) -> bytes:

@@ -8,13 +8,14 @@ keys back to the dotted schema names of that event.
 
 from __future__ import annotations
 
-from typing import Any
+from operator import attrgetter
+from typing import Any, Sequence
 
 import orjson
 
 from ..compiled import fast_module
 from . import legacy, schema
-from .event import ID_FIELD, Event, FieldError, wide_json
+from .event import ID_FIELD, Event, FieldError, _batch_ready, wide_json
 from .registry import note_unknown
 
 JSON_ID_KEY = "event_id"
@@ -72,6 +73,25 @@ def dumps(event: Event, *, with_id: bool = True) -> bytes:
             data = _orjson(to_dict(event))
         event._json = data
     return data
+
+
+def prepare(events: list[Event]) -> None:
+    """Encode every event now (cached on it, with its id): compiled for a whole batch when it can be."""
+    if _fast is None or not _batch_ready or _fast.encode_events(events, _shapes, _renamed_keys):
+        for event in events:
+            if event._json is None:
+                dumps(event)
+
+
+def join(events: Sequence[Event]) -> bytes:
+    """The JSON lines of `events`, each ended by a newline."""
+    try:
+        return b"\n".join(map(_cached_json, events)) + b"\n"
+    except TypeError:  # some were not prepared
+        return b"\n".join(map(dumps, events)) + b"\n"
+
+
+_cached_json = attrgetter("_json")
 
 
 def _orjson(obj: dict[str, Any]) -> bytes:
@@ -138,4 +158,4 @@ def parse_line(line: str | bytes) -> Event:
     return from_dict(obj)
 
 
-__all__ = ["dumps", "to_dict", "from_dict", "parse_line", "json_key", "JSONError", "ID_FIELD"]
+__all__ = ["dumps", "prepare", "join", "to_dict", "from_dict", "parse_line", "json_key", "JSONError", "ID_FIELD"]
