@@ -40,6 +40,13 @@ static int is_odd_control(unsigned char c) {
 
 /* ------------------------------------------------------------ split_line */
 
+/* a str of ASCII text (the caller checked): copied, not decoded */
+static PyObject *ascii_string(const char *text, Py_ssize_t size) {
+    PyObject *value = PyUnicode_New(size, 127);
+    if (value != NULL) memcpy(PyUnicode_1BYTE_DATA(value), text, size);
+    return value;
+}
+
 /* Keys repeat on every line: a small table hands out one shared (interned)
  * str per key text, so a line allocates nothing for its keys and every later
  * dict lookup finds the hash already computed. */
@@ -55,7 +62,7 @@ static PyObject *shared_key(const char *text, Py_ssize_t size) {
         Py_INCREF(key);
         return key;
     }
-    key = PyUnicode_FromStringAndSize(text, size);
+    key = ascii_string(text, size);
     if (key == NULL) return NULL;
     PyUnicode_InternInPlace(&key);
     Py_XSETREF(*slot, key);
@@ -81,15 +88,39 @@ static PyObject *unescape(const char *text, Py_ssize_t size) {
         }
         out[n++] = c;
     }
-    PyObject *value = PyUnicode_FromStringAndSize(out, n);
+    PyObject *value = ascii_string(out, n);
     if (out != small) PyMem_Free(out);
     return value;
 }
 
+/* The values of `event` and `event.id`, which parse_event takes out of the pairs. */
+typedef struct {
+    PyObject *event, *event_id;
+} Taken;
+
+static PyObject *s_event, *s_ts, *s_level, *s_event_id; /* interned by configure() */
+
+static void taken_clear(Taken *taken) {
+    Py_CLEAR(taken->event);
+    Py_CLEAR(taken->event_id);
+}
+
+/* a dict sized for the pairs of the line: no resizing while it fills */
+static PyObject *dict_for(const char *s, Py_ssize_t size) {
+#if PY_VERSION_HEX < 0x030D0000
+    Py_ssize_t pairs = 0;
+    for (const char *at = s; (at = memchr(at, '=', s + size - at)) != NULL; at++) pairs++;
+    return _PyDict_NewPresized(pairs);
+#else
+    return PyDict_New();
+#endif
+}
+
 /* the pairs of the ASCII line s[0:size]: a new dict, Py_None (new reference)
- * when the line is not the common well-formed case, NULL on an error */
-static PyObject *split_pairs(const char *s, Py_ssize_t size) {
-    PyObject *pairs = PyDict_New();
+ * when the line is not the common well-formed case, NULL on an error. With
+ * `taken`, the values of `event` and `event.id` go there instead. */
+static PyObject *split_pairs(const char *s, Py_ssize_t size, Taken *taken) {
+    PyObject *pairs = dict_for(s, size);
     if (pairs == NULL) return NULL;
     Py_ssize_t i = 0;
     for (;;) {
@@ -120,7 +151,7 @@ static PyObject *split_pairs(const char *s, Py_ssize_t size) {
             Py_ssize_t end = i++;
             if (i < size && !is_blank((unsigned char)s[i])) goto decline;
             value = escaped ? unescape(s + start, end - start)
-                            : PyUnicode_FromStringAndSize(s + start, end - start);
+                            : ascii_string(s + start, end - start);
         } else {
             Py_ssize_t start = i;
             while (i < size && s[i] != '"' && !is_blank((unsigned char)s[i])) {
@@ -128,11 +159,18 @@ static PyObject *split_pairs(const char *s, Py_ssize_t size) {
                 i++;
             }
             if (i < size && s[i] == '"') goto decline;
-            value = PyUnicode_FromStringAndSize(s + start, i - start);
+            value = ascii_string(s + start, i - start);
         }
         if (value == NULL) goto fail;
         PyObject *key = shared_key(s + key_start, key_end - key_start);
         if (key == NULL) { Py_DECREF(value); goto fail; }
+        PyObject **slot = taken == NULL ? NULL : key == s_event ? &taken->event
+                        : key == s_event_id ? &taken->event_id : NULL;
+        if (slot != NULL) { /* interned: one object per text */
+            Py_DECREF(key);
+            Py_XSETREF(*slot, value); /* the last one counts, as in a dict */
+            continue;
+        }
         int failed = PyDict_SetItem(pairs, key, value);
         Py_DECREF(key);
         Py_DECREF(value);
@@ -154,7 +192,7 @@ static PyObject *split_line(PyObject *self, PyObject *line) {
     }
     if (PyUnicode_READY(line) < 0) return NULL;
     if (!PyUnicode_IS_ASCII(line)) Py_RETURN_NONE;
-    return split_pairs((const char *)PyUnicode_1BYTE_DATA(line), PyUnicode_GET_LENGTH(line));
+    return split_pairs((const char *)PyUnicode_1BYTE_DATA(line), PyUnicode_GET_LENGTH(line), NULL);
 }
 
 /* ----------------------------------------------------------- parse_event */
@@ -163,7 +201,6 @@ static PyObject *split_line(PyObject *self, PyObject *line) {
  * parser, and the Event class's slots. */
 static PyObject *plans, *plan_for, *parse_ts;
 static EventSlots slots;
-static PyObject *s_event, *s_ts, *s_level, *s_event_id;
 #define MAX_PLANS 4096
 
 static PyObject *configure(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -247,16 +284,14 @@ static PyObject *parse_event(PyObject *self, PyObject *line) {
     /* a stripped line that is not a comment or JSON: it can be kept as the event's BP text */
     if (size == 0 || is_blank((unsigned char)s[0]) || is_blank((unsigned char)s[size - 1]) || s[0] == '#' ||
         s[0] == '{') Py_RETURN_NONE;
-    PyObject *pairs = split_pairs(s, size);
-    if (pairs == NULL || pairs == Py_None) return pairs;
-    PyObject *name = NULL, *event_id = NULL, *event = NULL;
-    name = PyDict_GetItemWithError(pairs, s_event);
+    Taken taken = {NULL, NULL};
+    PyObject *pairs = split_pairs(s, size, &taken), *event = NULL;
+    if (pairs == NULL || pairs == Py_None) { taken_clear(&taken); return pairs; }
+    PyObject *name = taken.event;
     if (name == NULL || PyUnicode_GET_LENGTH(name) == 0) goto decline;
-    Py_INCREF(name);
-    if (PyDict_DelItem(pairs, s_event) < 0) goto fail;
     int has_ts = PyDict_Contains(pairs, s_ts);
     if (has_ts <= 0) { if (has_ts < 0) goto fail; goto decline; }
-    PyObject *level = PyDict_GetItemWithError(pairs, s_level);
+    PyObject *level = PyDict_GetItemWithError(pairs, s_level); /* `level=Info` is dropped, others kept in place */
     if (level != NULL && PyUnicode_CompareWithASCIIString(level, "Info") == 0) {
         if (PyDict_DelItem(pairs, s_level) < 0) goto fail;
     } else if (level == NULL && PyErr_Occurred()) goto fail;
@@ -274,31 +309,25 @@ static PyObject *parse_event(PyObject *self, PyObject *line) {
     }
     int typed = type_fields(pairs, PyTuple_GET_ITEM(plan, 1));
     if (typed <= 0) { if (typed < 0) goto fail; goto decline; }
-    event_id = PyDict_GetItemWithError(pairs, s_event_id);
-    if (event_id != NULL) {
-        event_id = Py_NewRef(PyUnicode_CheckExact(event_id) ? event_id : Py_None);
-        if (PyDict_DelItem(pairs, s_event_id) < 0) goto fail;
-    } else if (PyErr_Occurred()) goto fail;
+    /* an `event.id=None` is no id (the text None is None) */
+    PyObject *event_id = taken.event_id != NULL && !is_none_text(taken.event_id) ? taken.event_id : Py_None;
     event = slots.type->tp_alloc(slots.type, 0);
     if (event == NULL) goto fail;
     slot_set(event, slots.name, PyTuple_GET_ITEM(plan, 0));
     slot_set(event, slots.fields, pairs);
-    slot_set(event, slots.id, event_id ? event_id : Py_None);
+    slot_set(event, slots.id, event_id);
     slot_set(event, slots.bp, PyTuple_GET_ITEM(plan, 3) == Py_True ? line : Py_None);
     slot_set(event, slots.json, Py_None);
     Py_DECREF(pairs);
-    Py_DECREF(name);
-    Py_XDECREF(event_id);
+    taken_clear(&taken);
     return event;
 decline:
     Py_DECREF(pairs);
-    Py_XDECREF(name);
-    Py_XDECREF(event_id);
+    taken_clear(&taken);
     Py_RETURN_NONE;
 fail:
     Py_DECREF(pairs);
-    Py_XDECREF(name);
-    Py_XDECREF(event_id);
+    taken_clear(&taken);
     return NULL;
 }
 
