@@ -1,6 +1,6 @@
 """Load benchmark: >= 1,000,000 events into a JSONL and a BP file at once.
 
-    python bench/bench_load.py [--events 1000000] [--shared ../shared] [--keep]
+    python bench/bench_load.py [--events 1000000] [--runs 3] [--shared ../shared] [--keep]
 
 Builds the input by repeating the corpus streams (../shared/corpus/bp/*.bp and
 ../shared/golden/*.bp) to the requested size, then in the same run measures:
@@ -8,14 +8,17 @@ Builds the input by repeating the corpus streams (../shared/corpus/bp/*.bp and
            (the least any BP reader in Python does per line);
   streamer `streamer load BIG --dest file://a.jsonl --dest file://a.bp` in a
            subprocess on one core (taskset when available): events/s, peak RSS.
-It also loads a quarter of the input to show memory stays flat in the input
-size. Prints events/s of both and the ratio.
+Each of `--runs` runs measures the floor and then streamer, back to back (a
+shared VM's speed drifts; the ratio to the floor is the steadier figure). It
+also loads a quarter of the input to show memory stays flat in the input
+size. Prints events/s of both per run, the median and range, and the ratio.
 """
 
 from __future__ import annotations
 
 import argparse
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -84,6 +87,7 @@ def count_lines(path: Path) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--runs", type=int, default=3, help="streamer runs on the full input (default 3)")
     parser.add_argument("--shared", type=Path, default=ROOT.parent / "shared")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     args = parser.parse_args()
@@ -93,15 +97,23 @@ def main() -> int:
         big = workdir / "big.bp"
         n_small = build_input(args.shared, args.events // 4, small)
         n_big = build_input(args.shared, args.events, big)
-        floor_s = floor(big)
         small_s, small_rss = run_streamer(small, workdir)
-        big_s, big_rss = run_streamer(big, workdir)
-        written = (count_lines(workdir / "a.jsonl"), count_lines(workdir / "a.bp"))
-        assert written == (n_big, n_big), f"expected {n_big} events in each file, got {written}"
         print(f"input: {n_big:,} events ({big.stat().st_size / 1e6:.0f} MB)")
-        print(f"floor (read + split lines and words): {n_big / floor_s:>12,.0f} lines/s  ({floor_s:.2f} s)")
-        print(f"streamer load -> JSONL + BP:          {n_big / big_s:>12,.0f} events/s ({big_s:.2f} s, "
-              f"{big_s / floor_s:.1f}x the floor's time)")
+        rates, ratios, big_rss = [], [], 0
+        for run in range(1, args.runs + 1):
+            floor_s = floor(big)
+            big_s, rss = run_streamer(big, workdir)
+            written = (count_lines(workdir / "a.jsonl"), count_lines(workdir / "a.bp"))
+            assert written == (n_big, n_big), f"expected {n_big} events in each file, got {written}"
+            rates.append(n_big / big_s)
+            ratios.append(big_s / floor_s)
+            big_rss = max(big_rss, rss)
+            print(f"run {run}: floor (read + split lines and words) {n_big / floor_s:>10,.0f} lines/s ({floor_s:.2f} s); "
+                  f"streamer load -> JSONL + BP {n_big / big_s:>8,.0f} events/s ({big_s:.2f} s, "
+                  f"{big_s / floor_s:.1f}x the floor's time)")
+        print(f"streamer load -> JSONL + BP: median {statistics.median(rates):,.0f} events/s "
+              f"(range {min(rates):,.0f} - {max(rates):,.0f} over {len(rates)} runs), "
+              f"median {statistics.median(ratios):.1f}x the floor's time")
         print(f"peak RSS: {n_small:,} events {small_rss / 1024:.0f} MiB; {n_big:,} events {big_rss / 1024:.0f} MiB")
     finally:
         if not args.keep:
