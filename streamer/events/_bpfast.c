@@ -285,7 +285,7 @@ static PyObject *parse_event(PyObject *self, PyObject *line) {
     if (size == 0 || is_blank((unsigned char)s[0]) || is_blank((unsigned char)s[size - 1]) || s[0] == '#' ||
         s[0] == '{') Py_RETURN_NONE;
     Taken taken = {NULL, NULL};
-    PyObject *pairs = split_pairs(s, size, &taken), *event = NULL;
+    PyObject *pairs = split_pairs(s, size, &taken), *event = NULL, *plan = NULL;
     if (pairs == NULL || pairs == Py_None) { taken_clear(&taken); return pairs; }
     PyObject *name = taken.event;
     if (name == NULL || PyUnicode_GET_LENGTH(name) == 0) goto decline;
@@ -295,9 +295,10 @@ static PyObject *parse_event(PyObject *self, PyObject *line) {
     if (level != NULL && PyUnicode_CompareWithASCIIString(level, "Info") == 0) {
         if (PyDict_DelItem(pairs, s_level) < 0) goto fail;
     } else if (level == NULL && PyErr_Occurred()) goto fail;
-    PyObject *plan = plan_of(name);
+    plan = plan_of(name);
     if (plan == NULL) goto fail;
-    if (plan == Py_None) goto decline;
+    if (plan == Py_None) { plan = NULL; goto decline; }
+    Py_INCREF(plan); /* held: a converter's Python code could clear the cache */
     PyObject *renames = PyTuple_GET_ITEM(plan, 2);
     if (renames != Py_None) { /* a 3.x name kept in 4.x: only its 4.x form is parsed here */
         PyObject *key, *value;
@@ -319,14 +320,17 @@ static PyObject *parse_event(PyObject *self, PyObject *line) {
     slot_set(event, slots.bp, PyTuple_GET_ITEM(plan, 3) == Py_True ? line : Py_None);
     slot_set(event, slots.json, Py_None);
     Py_DECREF(pairs);
+    Py_DECREF(plan);
     taken_clear(&taken);
     return event;
 decline:
     Py_DECREF(pairs);
+    Py_XDECREF(plan);
     taken_clear(&taken);
     Py_RETURN_NONE;
 fail:
     Py_DECREF(pairs);
+    Py_XDECREF(plan);
     taken_clear(&taken);
     return NULL;
 }

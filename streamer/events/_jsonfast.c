@@ -269,7 +269,11 @@ static int ensure_id(PyObject *event) {
     if (id != NULL && id != Py_None) return PyUnicode_CheckExact(id) ? 1 : 0;
     PyObject *name = slot_get(event, slots.name), *fields = slot_get(event, slots.fields);
     if (name == NULL || fields == NULL || !PyUnicode_CheckExact(name) || !PyDict_CheckExact(fields)) return 0;
+    Py_INCREF(name); /* held while a value's own __round__ might run */
+    Py_INCREF(fields);
     PyObject *data = canonical_bytes(name, fields);
+    Py_DECREF(fields);
+    Py_DECREF(name);
     if (data == NULL) return -1;
     if (data == Py_None) { Py_DECREF(data); return 0; }
     PyObject *call[2] = {data, digest_size};
