@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import math
 from pathlib import Path
+from typing import Iterator
 
 import orjson
 import pytest
@@ -25,20 +26,25 @@ def reference(event: Event) -> bytes:
     return jsonenc._orjson(jsonenc.to_dict(event))
 
 
-def test_every_corpus_event_is_written_as_orjson_writes_it(shared: Path) -> None:
-    count = 0
+def corpus_events_at(shared: Path) -> Iterator[tuple[str, Event]]:
+    """(FILE:LINE, event) of every corpus line."""
     for path in corpus_bp_files(shared):
         for number, line in enumerate(path.read_text().splitlines(), 1):
             if line.strip():
-                event = bp.parse_line(line)
-                renamed, one_to_one = jsonenc._renamed_keys(tuple(event.fields))
-                assert one_to_one
-                got = fast.json_object(event.fields, renamed, event.id, event.name)
-                if got is None:  # declined: only events carrying a list (composite job usage)
-                    assert any(isinstance(v, list) for v in event.fields.values()), f"{path.name}:{number}"
-                    continue
-                assert got == reference(event), f"{path.name}:{number}"
-                count += 1
+                yield f"{path.name}:{number}", bp.parse_line(line)
+
+
+def test_every_corpus_event_is_written_as_orjson_writes_it(shared: Path) -> None:
+    count = 0
+    for where, event in corpus_events_at(shared):
+        renamed, one_to_one = jsonenc._renamed_keys(tuple(event.fields))
+        assert one_to_one
+        got = fast.json_object(event.fields, renamed, event.id, event.name)
+        if got is None:  # declined: only events carrying a list (composite job usage)
+            assert any(isinstance(v, list) for v in event.fields.values()), where
+            continue
+        assert got == reference(event), where
+        count += 1
     assert count > 9000
 
 
@@ -98,16 +104,13 @@ def compiled_id(name: str, fields: dict) -> str | None:
 
 def test_every_corpus_event_gets_the_same_id_from_the_compiled_canonical_form(shared: Path) -> None:
     count = 0
-    for path in corpus_bp_files(shared):
-        for number, line in enumerate(path.read_text().splitlines(), 1):
-            if line.strip():
-                event = bp.parse_line(line)
-                got = compiled_id(event.name, event.fields)
-                if got is None:  # declined: only events carrying a list (composite job usage)
-                    assert any(isinstance(v, list) for v in event.fields.values()), f"{path.name}:{number}"
-                    continue
-                assert got == content_id_python(event.name, event.fields), f"{path.name}:{number}"
-                count += 1
+    for where, event in corpus_events_at(shared):
+        got = compiled_id(event.name, event.fields)
+        if got is None:  # declined: only events carrying a list (composite job usage)
+            assert any(isinstance(v, list) for v in event.fields.values()), where
+            continue
+        assert got == content_id_python(event.name, event.fields), where
+        count += 1
     assert count > 9000
 
 
@@ -179,8 +182,7 @@ def test_strings_escape_at_every_position(special: str) -> None:
 # ---------------------------------------------------------------- whole batches
 
 def corpus_events(shared: Path) -> list[Event]:
-    return [bp.parse_line(line) for path in corpus_bp_files(shared)
-            for line in path.read_text().splitlines() if line.strip()]
+    return [event for _, event in corpus_events_at(shared)]
 
 
 def fresh(events: list[Event]) -> list[Event]:
@@ -227,3 +229,10 @@ def test_encode_events_survives_a_cleared_shape_cache() -> None:
     left = fast.encode_events(events, jsonenc._shapes, jsonenc._renamed_keys)
     jsonenc.prepare(events)
     assert left <= 1 and [e._json for e in events] == [reference(Event(e.name, e.fields, e.id)) for e in events]
+
+
+def test_canonical_leaves_a_float_subclass_timestamp_to_python() -> None:
+    class Seconds(float):
+        pass
+    assert fast.canonical("n", {"ts": Seconds(1.5)}) is None
+    assert content_id("n", {"ts": Seconds(1.5)}) == content_id_python("n", {"ts": Seconds(1.5)})

@@ -400,7 +400,7 @@ static PyObject *format_fields(PyObject *self, PyObject *const *args, Py_ssize_t
     }
     Buffer b;
     buffer_init(&b);
-    PyObject *key, *value, *result = NULL;
+    PyObject *key, *value;
     Py_ssize_t pos = 0;
     int done = put_ascii(&b, args[0]);
     while (done > 0 && PyDict_Next(args[1], &pos, &key, &value)) {
@@ -412,11 +412,7 @@ static PyObject *format_fields(PyObject *self, PyObject *const *args, Py_ssize_t
             (done = buffer_put(&b, "=", 1)) > 0)
             done = put_value(&b, value);
     }
-    if (done > 0) result = PyUnicode_DecodeASCII(b.data, b.size, NULL);
-    buffer_free(&b);
-    if (done < 0) return NULL;
-    if (done == 0) Py_RETURN_NONE;
-    return result;
+    return buffer_finish(&b, done, 1);
 }
 
 /* ------------------------------------------------------------ join_lines */
@@ -455,11 +451,7 @@ static PyObject *join_lines(PyObject *self, PyObject *events) {
             done = buffer_put(&b, id, id_size);
         if (done > 0) done = buffer_put(&b, "\n", 1);
     }
-    PyObject *result = done > 0 ? PyBytes_FromStringAndSize(b.data, b.size) : NULL;
-    buffer_free(&b);
-    if (done < 0) return NULL;
-    if (done == 0) Py_RETURN_NONE;
-    return result;
+    return buffer_finish(&b, done, 0);
 }
 
 /* ---------------------------------------------------------------- module */

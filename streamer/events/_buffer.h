@@ -69,22 +69,26 @@ static int micro_decimal(double x, long long *micro) {
     return 1;
 }
 
+/* repr() of the float micro / 1e6 found by micro_decimal, without dtoa: the
+ * integer part, then the fraction up to its last non-zero digit */
+static int buffer_put_micro(Buffer *b, long long micro) {
+    char text[32], *end = text + sizeof(text);
+    unsigned long long size = micro < 0 ? -(unsigned long long)micro : (unsigned long long)micro;
+    unsigned long long fraction = size % 1000000;
+    int places = 6;
+    while (places > 1 && fraction % 10 == 0) { fraction /= 10; places--; }
+    char *start = end;
+    for (int i = 0; i < places; i++) { *--start = (char)('0' + fraction % 10); fraction /= 10; }
+    *--start = '.';
+    start = digits_before(start, size / 1000000);
+    if (micro < 0) *--start = '-';
+    return buffer_put(b, start, end - start);
+}
+
 /* repr() of a float: the shortest text that reads back as the same number */
 static int buffer_put_float(Buffer *b, double number) {
     long long micro;
-    if (micro_decimal(number, &micro)) { /* repr without dtoa: the integer part, the fraction to its last non-zero */
-        char text[32], *end = text + sizeof(text);
-        unsigned long long size = micro < 0 ? -(unsigned long long)micro : (unsigned long long)micro;
-        unsigned long long fraction = size % 1000000;
-        int places = 6;
-        while (places > 1 && fraction % 10 == 0) { fraction /= 10; places--; }
-        char *start = end;
-        for (int i = 0; i < places; i++) { *--start = (char)('0' + fraction % 10); fraction /= 10; }
-        *--start = '.';
-        start = digits_before(start, size / 1000000);
-        if (micro < 0) *--start = '-';
-        return buffer_put(b, start, end - start);
-    }
+    if (micro_decimal(number, &micro)) return buffer_put_micro(b, micro);
     char *text = PyOS_double_to_string(number, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
     if (text == NULL) return -1;
     int done = buffer_put(b, text, (Py_ssize_t)strlen(text));
@@ -95,6 +99,18 @@ static int buffer_put_float(Buffer *b, double number) {
 static void buffer_free(Buffer *b) {
     if (b->data != b->local) PyMem_Free(b->data);
     buffer_init(b);
+}
+
+/* How a compiled codec ends: frees the buffer and returns its text as bytes
+ * (or, with `ascii`, as a str) when `done` > 0, None when it declined (0),
+ * NULL when an error is set (-1). */
+static PyObject *buffer_finish(Buffer *b, int done, int ascii) {
+    PyObject *result = NULL;
+    if (done > 0)
+        result = ascii ? PyUnicode_DecodeASCII(b->data, b->size, NULL) : PyBytes_FromStringAndSize(b->data, b->size);
+    buffer_free(b);
+    if (done == 0) Py_RETURN_NONE;
+    return result;
 }
 
 #endif

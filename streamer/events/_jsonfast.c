@@ -113,7 +113,7 @@ static PyObject *json_object_of(PyObject *fields, PyObject *keys, PyObject *even
     }
     Buffer b;
     buffer_init(&b);
-    PyObject *key, *value, *result = NULL;
+    PyObject *key, *value;
     Py_ssize_t pos = 0, i = 0;
     int done = buffer_put(&b, "{", 1);
     while (done > 0 && PyDict_Next(fields, &pos, &key, &value)) {
@@ -125,11 +125,8 @@ static PyObject *json_object_of(PyObject *fields, PyObject *keys, PyObject *even
     }
     if (done > 0 && (done = buffer_put(&b, "\"event_id\":", 11)) > 0) done = append_string(&b, event_id);
     if (done > 0 && (done = buffer_put(&b, ",\"event\":", 9)) > 0) done = append_string(&b, event_name);
-    if (done > 0 && (done = buffer_put(&b, "}", 1)) > 0) result = PyBytes_FromStringAndSize(b.data, b.size);
-    buffer_free(&b);
-    if (done < 0) return NULL;
-    if (done == 0) Py_RETURN_NONE;
-    return result;
+    if (done > 0) done = buffer_put(&b, "}", 1);
+    return buffer_finish(&b, done, 0);
 }
 
 static PyObject *json_object(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -159,11 +156,10 @@ static int append_exact(Buffer *b, PyObject *value) {
 /* `ts` as event.content_id hashes it: a float rounded to the microsecond, an int when whole */
 static int append_ts(Buffer *b, PyObject *value) {
     static PyObject *round_name, *six;
-    if (!PyFloat_Check(value)) return append_exact(b, value);
+    if (!PyFloat_CheckExact(value)) return PyFloat_Check(value) ? 0 : append_exact(b, value); /* a subclass: event.py */
     long long micro;
-    if (micro_decimal(PyFloat_AS_DOUBLE(value), &micro)) { /* already rounded */
-        return micro % 1000000 ? append_exact(b, value) : buffer_put_integer(b, micro / 1000000);
-    }
+    if (micro_decimal(PyFloat_AS_DOUBLE(value), &micro)) /* already rounded */
+        return micro % 1000000 ? buffer_put_micro(b, micro) : buffer_put_integer(b, micro / 1000000);
     if (round_name == NULL) {
         round_name = PyUnicode_InternFromString("__round__");
         six = PyLong_FromLong(6);
@@ -217,7 +213,6 @@ static PyObject *canonical_bytes(PyObject *event_name, PyObject *fields) {
     }
     Buffer b;
     buffer_init(&b);
-    PyObject *result = NULL;
     int done = buffer_put(&b, name, name_size);
     if (done > 0) done = buffer_put(&b, "\0{", 2);
     for (Py_ssize_t i = 0; done > 0 && i < n; i++) {
@@ -225,11 +220,8 @@ static PyObject *canonical_bytes(PyObject *event_name, PyObject *fields) {
         if (done > 0 && (done = append_string(&b, sorted[i].name)) > 0 && (done = buffer_put(&b, ":", 1)) > 0)
             done = sorted[i].is_ts ? append_ts(&b, sorted[i].value) : append_exact(&b, sorted[i].value);
     }
-    if (done > 0 && (done = buffer_put(&b, "}", 1)) > 0) result = PyBytes_FromStringAndSize(b.data, b.size);
-    buffer_free(&b);
-    if (done < 0) return NULL;
-    if (done == 0) Py_RETURN_NONE;
-    return result;
+    if (done > 0) done = buffer_put(&b, "}", 1);
+    return buffer_finish(&b, done, 0);
 }
 
 static PyObject *canonical(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -269,11 +261,7 @@ static int ensure_id(PyObject *event) {
     if (id != NULL && id != Py_None) return PyUnicode_CheckExact(id) ? 1 : 0;
     PyObject *name = slot_get(event, slots.name), *fields = slot_get(event, slots.fields);
     if (name == NULL || fields == NULL || !PyUnicode_CheckExact(name) || !PyDict_CheckExact(fields)) return 0;
-    Py_INCREF(name); /* held while a value's own __round__ might run */
-    Py_INCREF(fields);
-    PyObject *data = canonical_bytes(name, fields);
-    Py_DECREF(fields);
-    Py_DECREF(name);
+    PyObject *data = canonical_bytes(name, fields); /* runs no Python code */
     if (data == NULL) return -1;
     if (data == Py_None) { Py_DECREF(data); return 0; }
     PyObject *call[2] = {data, digest_size};
