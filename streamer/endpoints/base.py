@@ -11,10 +11,18 @@ reports it and applies the run's failure policy.
 from __future__ import annotations
 
 import abc
-from typing import Any, ClassVar, Sequence
+import logging
+from typing import Any, Callable, ClassVar, Sequence, TypeVar
 
 from ..events import Event
 from ..urls import EndpointURL
+
+log = logging.getLogger("streamer.endpoints")
+
+T = TypeVar("T")
+
+ENCODE_ERRORS = (ValueError, OverflowError, TypeError, OSError)
+"""What encoding one event can raise (a time beyond the platform's, a value no codec writes)."""
 
 
 class EndpointError(RuntimeError):
@@ -31,6 +39,8 @@ class Endpoint(abc.ABC):
     def __init__(self, url: EndpointURL, options: dict[str, Any] | None = None) -> None:
         self.url = url
         self.options: dict[str, Any] = {**url.options, **(options or {})}
+        self.unencodable = 0
+        """Events this endpoint could not encode and skipped (each logged once)."""
 
     @property
     def name(self) -> str:
@@ -58,6 +68,28 @@ class Endpoint(abc.ABC):
     async def close(self) -> None:
         """Release resources; everything written must be delivered by now."""
 
+    def encode_each(self, batch: Sequence[Event], encode: Callable[[Sequence[Event]], T],
+                    join: Callable[[list[T]], T]) -> T:
+        """`encode(batch)`, or, when one event of it cannot be encoded, the batch without that event.
+
+        An event no codec can write (a time beyond what the platform formats) is
+        that event's error, never the endpoint's: it is logged with its name and
+        skipped, and the rest of the batch is written.
+        """
+        try:
+            return encode(batch)
+        except ENCODE_ERRORS:
+            pass
+        parts = []
+        for event in batch:
+            try:
+                parts.append(encode([event]))
+            except ENCODE_ERRORS as exc:
+                self.unencodable += 1
+                log.warning("%s: event %s (%s) cannot be encoded, skipped: %s", self.name, event.name,
+                            _subject(event), exc)
+        return join(parts)
+
     def option(self, key: str, default: Any = None) -> Any:
         return self.options.get(key, default)
 
@@ -68,3 +100,10 @@ class Endpoint(abc.ABC):
         if isinstance(value, bool):
             return value
         return str(value).strip().lower() in ("1", "true", "yes", "on")
+
+
+def _subject(event: Event) -> str:
+    """Who an event is about, for messages: its workflow, job and instance when it has them."""
+    fields = event.fields
+    parts = [f"{key}={fields[key]}" for key in ("xwf.id", "job.id", "job_inst.id", "inv.id") if key in fields]
+    return ", ".join(parts) or "no workflow or job fields"

@@ -78,7 +78,7 @@ class FileEndpoint(Endpoint):
     async def write(self, batch: Sequence[Event]) -> None:
         if self._file is None:
             await self.open()
-        data = encode_batch(batch, self.encoding)
+        data = self.encode_each(batch, lambda events: encode_batch(events, self.encoding), b"".join)
         try:
             await self._file.write(data)
             await self._file.flush()

@@ -96,9 +96,12 @@ class TerminalEndpoint(Endpoint):
             return jsonenc.dumps(event).decode()
         return pretty_line(event, colour=self.colour)
 
+    def _text(self, batch: Sequence[Event]) -> str:
+        return "".join(self.render(e) + "\n" for e in batch)
+
     async def write(self, batch: Sequence[Event]) -> None:
         try:
-            self.stream.write("".join(self.render(e) + "\n" for e in batch))
+            self.stream.write(self.encode_each(batch, self._text, "".join))
             self.stream.flush()
         except BrokenPipeError:
             raise SystemExit(0) from None

@@ -6,6 +6,20 @@
  */
 #include "_typing.h"
 
+/* An int or float epoch time in event.py's range [0, TS_MAX): kept as it is.
+ * Anything else (out of range, NaN, other types) goes to event.py's converter,
+ * which raises its FieldError. */
+#define TS_MAX 253402300800.0
+static int ts_in_range(PyObject *value) {
+    double seconds;
+    if (PyFloat_CheckExact(value)) seconds = PyFloat_AS_DOUBLE(value);
+    else if (PyLong_CheckExact(value)) {
+        seconds = PyLong_AsDouble(value);
+        if (seconds == -1.0 && PyErr_Occurred()) { PyErr_Clear(); return 0; }
+    } else return 0;
+    return seconds >= 0.0 && seconds < TS_MAX;
+}
+
 static PyObject *coerce(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 3 || !PyDict_Check(args[0]) || !PyList_Check(args[1])) {
         PyErr_SetString(PyExc_TypeError, "coerce(fields: dict, todo: list, parse_ts)");
@@ -40,7 +54,8 @@ static PyObject *coerce(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (PyUnicode_CheckExact(value)) {
             typed = convert_text(value, kind, convert, parse_ts);
         } else if ((kind == KIND_INT && PyLong_CheckExact(value)) ||
-                   (kind != KIND_OTHER && kind != KIND_INT && (PyLong_CheckExact(value) || PyFloat_CheckExact(value)))) {
+                   (kind == KIND_NUM && (PyLong_CheckExact(value) || PyFloat_CheckExact(value))) ||
+                   (kind == KIND_TS && ts_in_range(value))) {
             continue; /* already typed: event.py's converters return these as they are */
         } else {
             typed = PyObject_CallOneArg(convert, value);

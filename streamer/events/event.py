@@ -34,6 +34,21 @@ class FieldError(ValueError):
 
 # ---------------------------------------------------------------- timestamps
 
+TS_MAX: float = 253402300800.0
+"""Epoch seconds of 10000-01-01. The schema's `nl_ts` is an ISO-8601 time with a
+four-digit year or unsigned epoch seconds; streamer takes every timestamp, ISO or
+numeric, in [0, TS_MAX): 1970 to 9999, the range every codec and endpoint can
+write back (JSON carries epoch seconds). The pattern's literal `\\d{1,9}` would
+refuse every epoch time after 2001-09-09, so the intended range is used instead."""
+
+
+def check_ts(value: float | int, text: Any = None) -> float | int:
+    """`value` if it is an epoch time the schema allows, else FieldError naming `text`."""
+    if not 0 <= value < TS_MAX:  # NaN fails this too
+        raise FieldError(f"timestamp out of range: {text if text is not None else value!r}")
+    return value
+
+
 def parse_ts(text: str) -> float | int:
     """NetLogger timestamp (ISO-8601 with zone, or epoch seconds) -> epoch seconds."""
     text = text.strip()
@@ -48,8 +63,11 @@ def parse_ts(text: str) -> float | int:
             raise FieldError(f"bad timestamp {text!r}") from exc
         if moment.tzinfo is None:
             moment = moment.replace(tzinfo=timezone.utc)
-        return _int_if_whole(moment.timestamp())
-    return _number(text)
+        try:
+            return check_ts(_int_if_whole(moment.timestamp()), text)
+        except (OverflowError, ValueError) as exc:  # 9999-12-31T23:59-14:00 and the like
+            raise FieldError(f"timestamp out of range: {text!r}") from exc
+    return check_ts(_number(text), text)
 
 
 def _memoised(function: Callable[[Any], Any], size: int = 8192) -> Callable[[Any], Any]:
@@ -123,7 +141,7 @@ def _timestamp(text: Any) -> int | float:
     if isinstance(text, str):
         return _parse_ts_cached(text)
     if isinstance(text, (int, float)) and not isinstance(text, bool):
-        return text
+        return check_ts(text)
     raise FieldError(f"not a timestamp: {text!r}")
 
 

@@ -7,12 +7,20 @@ monitor needs before it can name any event.
 
 from __future__ import annotations
 
+import logging
+import re
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 import yaml
 
+from . import yamlguard
+
+log = logging.getLogger(__name__)
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+"""The schema's uuid type."""
+UUID_KEYS = ("wf_uuid", "root_wf_uuid")
 PATH_KEYS = ("dax", "basedir", "submit_dir", "planner", "bindir")
 """Keys Pegasus's braindump loader reads as paths: `a/./b` and `a//b` come out normalised."""
 
@@ -26,7 +34,10 @@ def load(directory: str | Path) -> dict[str, str]:
     directory = Path(directory)
     yml = directory / "braindump.yml"
     if yml.is_file():
-        return parse_yaml(yml.read_text(encoding="utf-8", errors="replace"))
+        try:
+            return parse_yaml(yml.read_text(encoding="utf-8", errors="replace"))
+        except BraindumpError as exc:
+            raise BraindumpError(f"{yml}:{exc}") from None
     txt = directory / "braindump.txt"
     if txt.is_file():
         return parse_text(txt.read_text(encoding="utf-8", errors="replace"))
@@ -36,12 +47,32 @@ def load(directory: str | Path) -> dict[str, str]:
 def parse_yaml(text: str) -> dict[str, str]:
     """braindump.yml -> dict; values as text, like the legacy form (None stays None)."""
     try:
+        yamlguard.check(text)
         data = yaml.load(text, Loader=_Loader)
-    except yaml.YAMLError as exc:
-        raise BraindumpError(f"bad braindump.yml: {exc}") from None
+    except (yaml.YAMLError, yamlguard.TooDeep) as exc:
+        where = getattr(exc, "problem_mark", None)
+        raise BraindumpError(f"{where.line + 1 if where else 1}: not readable YAML: {exc}") from None
     if not isinstance(data, dict):
-        raise BraindumpError("braindump.yml is not a mapping")
-    return _paths({str(k): _text(v) for k, v in data.items()})
+        raise BraindumpError("1: not a mapping of keys to values")
+    for key, value in data.items():
+        if isinstance(value, (list, dict)):
+            kind = "a list" if isinstance(value, list) else "a mapping"
+            raise BraindumpError(f"{_line_of(text, key)}: {key}: expected a single value, found {kind}")
+    values = _paths({str(k): _text(v) for k, v in data.items()})
+    for key in UUID_KEYS:  # monitord takes any text; the schema wants a UUID: say so, once
+        if values.get(key) is not None and not UUID.fullmatch(values[key]):
+            log.warning("braindump.yml:%d: %s %.60r is not a UUID (the schema's type for xwf.id); used as given",
+                        _line_of(text, key), key, values[key])
+    return values
+
+
+def _line_of(text: str, key: Any) -> int:
+    """Line (1-based) of the top-level `key` in a YAML mapping, 1 when it cannot be found."""
+    node = yaml.compose(text, Loader=_Loader)
+    for key_node, _value in getattr(node, "value", ()):
+        if getattr(key_node, "value", None) == str(key):
+            return key_node.start_mark.line + 1
+    return 1
 
 
 def parse_text(text: str) -> dict[str, str]:

@@ -77,7 +77,16 @@ class LineParser:
         self._year = time.localtime().tm_year
 
     def timestamp(self, line: str) -> float | None:
-        """Epoch seconds of the line's last DAGMan timestamp (or ISO stamp), None without one."""
+        """Epoch seconds of the line's last DAGMan timestamp (or ISO stamp), None without one.
+
+        Raises BadTime for a stamp that is no time (`99:99:99`, `02/30/23`).
+        """
+        try:
+            return self._timestamp(line)
+        except (ValueError, OverflowError) as exc:
+            raise BadTime(f"not a valid time ({exc})") from None
+
+    def _timestamp(self, line: str) -> float | None:
         found = RE_TS.findall(line)
         if found:
             key = found[-1]  # the last one: an event's own time, after DAGMan's log time
@@ -113,6 +122,10 @@ class LineParser:
             return None
         kind, args = classify(line)
         return Line(ts, kind, args)
+
+
+class BadTime(ValueError):
+    """A line whose timestamp has the form of a time but is none."""
 
 
 def classify(line: str) -> tuple[str, tuple]:

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from ..limits import iter_lines
+
 
 def state_line(ts: float, job: str, state: str, status: object, sched_id: object,
                site: object, walltime: object, seq: object) -> str:
@@ -90,11 +92,10 @@ class JobstateEntry:
 
 def read(path: str | Path) -> Iterator[JobstateEntry]:
     """Entries of a jobstate.log (malformed lines skipped)."""
-    with open(path, encoding="utf-8", errors="replace") as handle:
-        for line in handle:
-            entry = parse_line(line)
-            if entry is not None:
-                yield entry
+    for _number, line in iter_lines(path):
+        entry = parse_line(line)
+        if entry is not None:
+            yield entry
 
 
 def parse_line(line: str) -> JobstateEntry | None:

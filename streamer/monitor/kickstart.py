@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from . import yamlsub
+from . import yamlguard, yamlsub
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ def split_monitoring(text: str) -> TaskOutput:
         payload = text[start + len(MONITORING_START):stop]
         try:
             events.append(json.loads(payload))
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than Python recurses
             log.warning("unreadable monitoring payload %.80r", payload)
         end = stop + len(MONITORING_END)
         start = text.find(MONITORING_START, end)
@@ -322,16 +322,17 @@ def _load_invocation(chunk: str) -> Any:
 def parse(text: str, where: str = "kickstart") -> list[dict[str, Any]]:
     """All records of a kickstart file. An unreadable invocation record empties the list (as monitord)."""
     records: list[dict[str, Any]] = []
-    for kind, chunk in split_records(text):
+    for number, (kind, chunk) in enumerate(split_records(text), 1):
         if kind == "invocation":
             try:
+                yamlguard.check(chunk)
                 data = _load_invocation(chunk)
                 entry = data[0] if isinstance(data, list) and data else {}
                 if not isinstance(entry, dict):
                     raise ValueError("invocation record is not a mapping")
             except (yaml.YAMLError, ValueError, TypeError, IndexError) as exc:
-                log.warning("%s: unreadable YAML invocation record (%s); records ignored",
-                            where, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+                log.warning("%s: unreadable YAML invocation record (record %d: %s); records ignored",
+                            where, number, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
                 return []
             records.append(from_yaml(entry))
         elif kind == "xml":
@@ -348,17 +349,19 @@ def parse(text: str, where: str = "kickstart") -> list[dict[str, Any]]:
                 record[key] = value
             records.append(record)
         elif kind == "multipart":
-            records.extend(_multipart(chunk, where))
+            records.extend(_multipart(chunk, f"{where}: record {number}"))
     return records
 
 
 def _multipart(chunk: str, where: str) -> list[dict[str, Any]]:
     try:
+        yamlguard.check(chunk)
         entries = _load_subset(chunk, True)
         if entries is None:
             entries = yaml.load(chunk, Loader=_Loader)
-    except yaml.YAMLError:
-        log.warning("%s: unreadable multipart record ignored", where)
+    except (yaml.YAMLError, yamlguard.TooDeep) as exc:
+        log.warning("%s: unreadable multipart record ignored (%s)", where,
+                    str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
         return []
     if entries is None:
         return []

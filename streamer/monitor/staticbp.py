@@ -13,18 +13,17 @@ from typing import Any, Generator
 
 from ..events.bp import split_line
 from ..events.event import FieldError, parse_ts
+from ..limits import iter_lines
 
 log = logging.getLogger(__name__)
 
 
 def read(path: str | Path) -> Generator[tuple[str, dict[str, Any]], None, None]:
     """(event name, raw fields with `ts` as epoch) per line; bad lines are logged and skipped."""
-    path = Path(path)
-    with path.open(encoding="utf-8", errors="replace") as handle:
-        for number, line in enumerate(handle, 1):
-            parsed = parse_line(line, f"{path}:{number}")
-            if parsed is not None:
-                yield parsed
+    for number, line in iter_lines(path):
+        parsed = parse_line(line, f"{path}:{number}")
+        if parsed is not None:
+            yield parsed
 
 
 def parse_line(line: str, where: str = "static.bp") -> tuple[str, dict[str, object]] | None:

@@ -12,6 +12,8 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from ..limits import read_bounded
+
 log = logging.getLogger(__name__)
 
 RE_CLASSAD = re.compile(r"^\s*\+?(pegasus_\S+)\s*=\s*(.*)")
@@ -104,8 +106,7 @@ def parse(text: str, *, want_environment: bool = False, where: str = ".sub") -> 
 def read(path: str, *, want_environment: bool = False) -> SubmitInfo | None:
     """Parse the .sub file at `path`; None (with a warning) when it cannot be read."""
     try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            text = handle.read()
+        text = read_bounded(path).decode("utf-8", errors="replace")
     except OSError as exc:
         log.warning("cannot read submit file %s: %s", path, exc.strerror or exc)
         return None

@@ -16,12 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .dagman import LineParser
+from ..limits import MAX_LINE
+from .dagman import BadTime, LineParser
 from .workflow import Workflow, WorkflowError
 
 log = logging.getLogger(__name__)
 
 READ_SIZE = 1 << 18
+SKIP_READ = 1 << 20
 STATIC_SLICE = 5000
 """static.bp events per step at most."""
 
@@ -38,6 +40,9 @@ class Tracked:
     eof: bool = False
     broken: bool = False
     idle_polls: int = 0
+    skip_to: int | None = None
+    """Inside a line longer than MAX_LINE: read on from here to its end (not persisted:
+    a restart finds the line again at `offset`)."""
 
 
 class Tracker:
@@ -133,8 +138,15 @@ class Tracker:
                     self._warn(f"{entry.dagman_out}: file shrank below offset {entry.offset}; stopped")
                     entry.broken = entry.eof = True
                     return
+                if entry.skip_to is not None:
+                    self._skip_long_line(entry, engine, handle, size, final)
+                    return
                 handle.seek(entry.offset)
                 data = handle.read(max_bytes)
+                if b"\n" not in data and len(data) == max_bytes:
+                    data = self._long_line(entry, handle, data)
+                    if data is None:
+                        return
         except FileNotFoundError:
             entry.eof = True
             entry.idle_polls += 1
@@ -155,8 +167,11 @@ class Tracker:
         for line in lines:
             try:
                 found = engine.feed(line)
+            except BadTime as exc:
+                self._warn(f"{entry.dagman_out}:{engine.line_no}: line ignored: {exc}")
+                continue
             except Exception as exc:  # noqa: BLE001 - one bad input must not end the monitoring
-                log.exception("internal error on %s:%d", entry.dagman_out, engine.line_no)
+                log.debug("internal error on %s:%d", entry.dagman_out, engine.line_no, exc_info=True)
                 self._warn(f"{entry.dagman_out}:{engine.line_no}: line not processed ({type(exc).__name__}: {exc})")
                 continue
             if found is not None:
@@ -164,6 +179,52 @@ class Tracker:
         entry.offset += cut
         entry.eof = entry.offset >= size
         events.extend(engine.take())
+
+    @staticmethod
+    def _long_line(entry: Tracked, handle: Any, data: bytes) -> bytes | None:
+        """The first line at `entry.offset` when it is longer than one read but at most MAX_LINE bytes.
+
+        None when it is longer than that: the entry then skips it (`skip_to`)
+        without holding it in memory.
+        """
+        parts = [data]
+        length = len(data)
+        while length <= MAX_LINE:
+            more = handle.read(READ_SIZE)
+            if not more:
+                break
+            parts.append(more)
+            length += len(more)
+            if b"\n" in more:
+                break
+        data = b"".join(parts)
+        newline = data.find(b"\n")
+        if (newline == -1 and length > MAX_LINE) or newline > MAX_LINE:
+            entry.skip_to = entry.offset + length
+            return None
+        return data
+
+    def _skip_long_line(self, entry: Tracked, engine: Workflow, handle: Any, size: int, final: bool) -> None:
+        """Read on past an overlong line until its newline (or, in replay, the end of the file)."""
+        handle.seek(entry.skip_to)
+        while True:
+            data = handle.read(SKIP_READ)
+            newline = data.find(b"\n")
+            if newline != -1:
+                end = entry.skip_to + newline + 1
+                break
+            entry.skip_to += len(data)
+            if not data or entry.skip_to >= size:
+                if not final:
+                    entry.eof = True  # the rest of the line is not written yet
+                    return
+                end = entry.skip_to
+                break
+        engine.feed("")  # counts the line: later messages keep their line numbers
+        self._warn(f"{entry.dagman_out}:{engine.line_no}: line longer than {MAX_LINE} bytes "
+                   f"({end - entry.offset} bytes): skipped")
+        entry.offset, entry.skip_to, entry.idle_polls = end, None, 0
+        entry.eof = entry.offset >= size
 
     def _subworkflow(self, parent: Workflow, dagman_out: str, jobid: str, jobseq: int) -> None:
         if not self.recursive:

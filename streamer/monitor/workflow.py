@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Generator
 
 from ..events import Event, FieldError
+from ..limits import read_bounded
 from . import braindump, jobstate, kickstart, staticbp, submitfile
 from .dagman import LineParser, classify
 from .job import REQUEST_KEYS, Job
@@ -1243,8 +1244,7 @@ def type_raw(raw: list[tuple[str, dict[str, Any], str, int]]) -> list[Event]:
 
 def _read_text(path: str) -> str | None:
     try:
-        with open(path, "rb") as handle:  # bytes then decode: no text-layer set-up per small file
-            data = handle.read()
+        data = read_bounded(path)  # bytes then decode: no text-layer set-up per small file
     except OSError:
         return None
     text = data.decode("utf-8", errors="replace")

@@ -25,10 +25,11 @@ from typing import AsyncIterator
 
 import aiofiles
 
+from ..limits import MAX_LINE
+
 log = logging.getLogger("streamer.follow")
 
 READ_SIZE = 128 * 1024
-MAX_LINE = 16 * 1024 * 1024
 
 
 class FollowError(OSError):

@@ -1,0 +1,66 @@
+"""Bounded YAML: no text reaches a YAML loader nested deeper than `MAX_DEPTH`.
+
+Kickstart records are written by user jobs on remote hosts, so their text is
+hostile until read. PyYAML's C loader builds nested collections by recursion
+in C: `- invocation: [[[[...` or `- - - - ...` a few ten thousand levels deep
+overflows the C stack and kills the process (SIGSEGV), with no Python
+exception to catch. The pure-Python loader recurses too (RecursionError).
+
+`check(text)` decides before any loader runs. A cheap count of the characters
+that can open a level (`[`, `{`, `- `, deep indentation) lets ordinary records
+through at once; only a text that could be deep is measured exactly, from
+libyaml's event stream, which is produced iteratively (no recursion, bounded
+stack) and counted here without building anything.
+"""
+
+from __future__ import annotations
+
+import re
+
+import yaml
+
+MAX_DEPTH = 100
+"""Deepest nesting of collections taken (kickstart records nest fewer than 10 levels)."""
+
+_Parser = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_DEEP_INDENT = re.compile(r"\n {%d,}" % MAX_DEPTH)
+_OPEN = (yaml.SequenceStartEvent, yaml.MappingStartEvent)
+_CLOSE = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
+
+
+class TooDeep(ValueError):
+    """A YAML text nested deeper than `MAX_DEPTH`: refused before any loader sees it."""
+
+
+def could_be_deep(text: str, limit: int = MAX_DEPTH) -> bool:
+    """False when `text` cannot hold `limit` nested collections (the common case, decided by counting)."""
+    return (text.count("[") + text.count("{") + text.count("- ") >= limit
+            or _DEEP_INDENT.search(text) is not None)
+
+
+def depth(text: str, limit: int = MAX_DEPTH) -> int:
+    """Nesting depth of `text`'s collections, counting stops past `limit`.
+
+    Broken YAML counts as deep as it got before the error: the loader that
+    runs next reports the error itself.
+    """
+    level = deepest = 0
+    try:
+        for event in yaml.parse(text, Loader=_Parser):
+            if isinstance(event, _OPEN):
+                level += 1
+                if level > deepest:
+                    deepest = level
+                    if deepest > limit:
+                        break
+            elif isinstance(event, _CLOSE):
+                level -= 1
+    except yaml.YAMLError:
+        pass
+    return deepest
+
+
+def check(text: str, limit: int = MAX_DEPTH) -> None:
+    """Raise TooDeep when `text` nests collections deeper than `limit`."""
+    if could_be_deep(text, limit) and depth(text, limit) > limit:
+        raise TooDeep(f"YAML nested deeper than {limit} levels")
