@@ -115,7 +115,9 @@ class PostgresEndpoint(Endpoint):
             }
         finally:
             await first.close()
-        self._pool = await asyncpg.create_pool(self.dsn, min_size=1, max_size=2, command_timeout=300,
+        # min_size=0: no pool task of its own reconnects (and logs tracebacks) while the server restarts;
+        # this endpoint reconnects with its backoff and says so in one line
+        self._pool = await asyncpg.create_pool(self.dsn, min_size=0, max_size=2, command_timeout=300,
                                                init=_create_staging)
 
     async def close(self) -> None:

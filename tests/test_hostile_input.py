@@ -1,0 +1,251 @@
+"""Hostile and broken inputs never crash, stall or poison a run (issue 19).
+
+Each case first reproduced the failure on the code before the fix: a SIGSEGV
+from deep YAML, a replay that never ended on a 100 MB line, an endpoint killed
+by an out-of-range timestamp, tracebacks where a message belongs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from streamer.endpoints.files import FileEndpoint
+from streamer.endpoints.terminal import TerminalEndpoint
+from streamer.events import Event
+from streamer.events.bp import BPError, parse_line
+from streamer.limits import iter_lines
+from streamer.monitor import braindump, kickstart, tracker, yamlguard
+from streamer.synth.generate import generate
+from streamer.urls import EndpointURL
+
+MODES = {"compiled": {}, "pure": {"STREAMER_PURE_PYTHON": "1"}}
+
+
+def replay(directory: Path, out: Path, *, env: dict[str, str] | None = None,
+           timeout: float = 120, extra: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+    """`streamer replay DIR --dest OUT` in a child process (a crash must not take the test down)."""
+    return subprocess.run(
+        [sys.executable, "-m", "streamer", "replay", str(directory), "--dest", f"file://{out}", "--no-jobstate",
+         "-q", *extra],
+        capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
+
+
+def names(path: Path) -> list[tuple[str, str | None]]:
+    return [(e["event"], e.get("job_id")) for e in map(json.loads, path.read_text().splitlines())]
+
+
+@pytest.fixture(scope="module")
+def workflow(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return generate(tmp_path_factory.mktemp("wf") / "run", jobs=4, scenario="success", seed=19)
+
+
+def copy_of(workflow: Path, tmp_path: Path) -> Path:
+    target = tmp_path / "run"
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["cp", "-a", str(workflow), str(target)], check=True)
+    return target
+
+
+def a_kickstart_out(directory: Path) -> Path:
+    return sorted((directory / "00" / "00").glob("findrange_*.out.000"))[0]
+
+
+# ---------------------------------------------------------------- 1. deep nesting
+
+DEEP = {
+    "flow": "- invocation: " + "[" * 100_000 + "]" * 100_000 + "\n",
+    "block": "- invocation:\n  - " + "- " * 60_000 + "x\n",
+    "mapping": "- invocation: " + "{a: " * 50_000 + "1" + "}" * 50_000 + "\n",
+}
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("shape", DEEP)
+def test_deeply_nested_kickstart_record_is_reported_and_skipped(workflow: Path, tmp_path: Path,
+                                                                mode: str, shape: str) -> None:
+    directory = copy_of(workflow, tmp_path)
+    record = a_kickstart_out(directory)
+    record.write_text(DEEP[shape])
+    plain = copy_of(workflow, tmp_path / "plain")
+    a_kickstart_out(plain).write_text("- invocation: [\n  }}} not yaml\n")  # an ordinary unreadable record
+
+    run = replay(directory, tmp_path / "deep.jsonl", env=MODES[mode])
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert f"{record}: unreadable YAML invocation record (record 1: YAML nested deeper than 100 levels)" \
+        in run.stderr
+    reference = replay(plain, tmp_path / "plain.jsonl", env=MODES[mode])
+    assert reference.returncode == 0
+    # the deep record costs exactly what any unreadable record costs: the same events
+    assert names(tmp_path / "deep.jsonl") == names(tmp_path / "plain.jsonl")
+    assert names(tmp_path / "deep.jsonl")[-1] == ("stampede.xwf.end", None)
+
+
+def test_deep_multipart_record_and_braindump_are_refused_by_name(tmp_path: Path,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    text = ("- invocation:\n    hostname: h\n" + kickstart.MULTIPART_MARKER + "\n- integrity:\n    x: "
+            + "[" * 100_000 + "]" * 100_000 + "\n")
+    with caplog.at_level(logging.WARNING):
+        records = kickstart.parse(text, "job.out")
+    assert "job.out: record 2: unreadable multipart record ignored (YAML nested deeper than 100 levels)" \
+        in caplog.text
+    assert [r.get("invocation") for r in records] == [True]  # the invocation before it is kept
+    (tmp_path / "braindump.yml").write_text("wf_uuid: " + "[" * 100_000 + "]" * 100_000 + "\n")
+    with pytest.raises(braindump.BraindumpError, match=r"braindump.yml:1: not readable YAML: .*deeper than 100"):
+        braindump.load(tmp_path)
+
+
+def test_nesting_guard_counts_exactly_and_lets_ordinary_records_through(corpus: Path) -> None:
+    assert yamlguard.depth("a: [[1], {b: [2]}]") == 4
+    yamlguard.check("[" * 100 + "]" * 100)  # exactly the limit: taken
+    with pytest.raises(yamlguard.TooDeep):
+        yamlguard.check("[" * 101 + "]" * 101)
+    # brackets and dashes inside text do not count as levels: a job's stderr full of them is fine
+    yamlguard.check("- invocation:\n    stderr: |\n" + "      [[[[ - - - {{{{\n" * 200)
+    outs = [p for p in corpus.rglob("*.out*") if p.is_file()]
+    assert outs
+    for path in outs:  # every real record passes the guard unchanged
+        for kind, chunk in kickstart.split_records(path.read_text(errors="replace")):
+            if kind in ("invocation", "multipart"):
+                yamlguard.check(chunk)
+
+
+# ---------------------------------------------------------------- 2. overlong lines
+
+def test_100mb_dagman_line_is_skipped_with_its_line_number(workflow: Path, tmp_path: Path) -> None:
+    directory = copy_of(workflow, tmp_path)
+    dagman_out = directory / "synth-0.dag.dagman.out"
+    lines = dagman_out.read_bytes().splitlines(keepends=True)
+    cut = len(lines) // 2
+    bad_time = b"11/15/23 99:99:99 Event: ULOG_EXECUTE for HTCondor Node nobody (1.0.0) {11/15/23 99:99:99}\n"
+    dagman_out.write_bytes(b"".join(lines[:cut]) + b"x" * (100 << 20) + b"\n" + bad_time + b"".join(lines[cut:]))
+    clean = replay(workflow, tmp_path / "clean.jsonl")
+    run = replay(directory, tmp_path / "long.jsonl", timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert f"{dagman_out}:{cut + 1}: line longer than 16777216 bytes (104857601 bytes): skipped" in run.stderr
+    # later lines keep their numbers; a time that is no time is one line of message, no traceback
+    assert f"{dagman_out}:{cut + 2}: line ignored: not a valid time" in run.stderr
+    assert "Traceback" not in run.stderr
+    assert names(tmp_path / "long.jsonl") == names(tmp_path / "clean.jsonl") and clean.returncode == 0
+
+
+def test_line_longer_than_a_read_but_under_the_limit_is_processed(workflow: Path, tmp_path: Path) -> None:
+    directory = copy_of(workflow, tmp_path)
+    dagman_out = directory / "synth-0.dag.dagman.out"
+    lines = dagman_out.read_bytes().splitlines(keepends=True)
+    # 2 MB of comment after a real line's text: the line is still read whole and means what it says
+    index = next(i for i, line in enumerate(lines) if b"ULOG_EXECUTE" in line)
+    lines[index] = lines[index].rstrip(b"\n") + b" " + b"y" * (2 << 20) + b"\n"
+    dagman_out.write_bytes(b"".join(lines))
+    run = replay(directory, tmp_path / "out.jsonl")
+    assert run.returncode == 0 and "longer than" not in run.stderr
+    assert names(tmp_path / "out.jsonl") == names(_replayed(workflow, tmp_path))
+
+
+def _replayed(workflow: Path, tmp_path: Path) -> Path:
+    out = tmp_path / "reference.jsonl"
+    assert replay(workflow, out).returncode == 0
+    return out
+
+
+def test_following_a_long_line_written_in_pieces(workflow: Path, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Live: the overlong line arrives over several polls; the lines after it are read on."""
+    monkeypatch.setattr(tracker, "MAX_LINE", 4096)
+    directory = copy_of(workflow, tmp_path)
+    dagman_out = directory / "synth-0.dag.dagman.out"
+    lines = dagman_out.read_bytes().splitlines(keepends=True)
+    cut = 30
+    dagman_out.write_bytes(b"".join(lines[:cut]) + b"z" * 3000)
+    track = tracker.Tracker(str(dagman_out), tz="UTC", write_jobstate=False)
+    for _ in range(5):
+        track.step(max_bytes=1024)
+    with dagman_out.open("ab") as handle:
+        handle.write(b"z" * 3000)
+    track.step(max_bytes=1024)
+    with dagman_out.open("ab") as handle:
+        handle.write(b"z" * 3000 + b"\n" + b"".join(lines[cut:]))
+    for _ in range(200):
+        track.step(max_bytes=1024)
+    assert [w for w in track.warnings if "longer than" in w] == [
+        f"{dagman_out}:{cut + 1}: line longer than 4096 bytes (9001 bytes): skipped"]
+    engine = track.tracked[0].workflow
+    assert engine is not None and engine.line_no == len(lines) + 1
+    assert engine.last_wf_state == "end"
+
+
+def test_line_reader_of_whole_files_skips_overlong_lines(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "x.static.bp"
+    path.write_bytes(b"one\n" + b"a" * 5000 + b"\nthree\r\n" + b"b" * 3_000_000 + b"\nfive")
+    with caplog.at_level(logging.WARNING):
+        got = list(iter_lines(path, max_line=4096))
+    assert got == [(1, "one"), (3, "three\r"), (5, "five")]
+    assert f"{path}:2: line longer than 4096 bytes: skipped" in caplog.text
+    assert f"{path}:4: line longer than 4096 bytes: skipped" in caplog.text
+
+
+# ---------------------------------------------------------------- 3. timestamps
+
+@pytest.mark.parametrize("ts", ["1e300", "-99999999999", "253402300800", "nan", "inf", "10000-01-01T00:00:00Z"])
+def test_out_of_range_timestamps_are_refused_on_input(ts: str) -> None:
+    with pytest.raises(BPError, match="timestamp out of range|not a finite number|bad timestamp"):
+        parse_line(f"ts={ts} event=stampede.xwf.start xwf.id=7a53210c-eb8a-4986-8c14-80e6e523598f restart_count=0")
+
+
+def test_range_edges_are_taken() -> None:
+    for ts, epoch in [("0", 0), ("253402300799.5", 253402300799.5), ("9999-12-31T23:59:59Z", 253402300799)]:
+        line = f"ts={ts} event=stampede.xwf.start xwf.id=7a53210c-eb8a-4986-8c14-80e6e523598f restart_count=0"
+        assert parse_line(line).fields["ts"] == epoch
+
+
+def test_load_reports_bad_timestamps_by_line_and_delivers_the_rest(tmp_path: Path) -> None:
+    good = "event=stampede.xwf.start xwf.id=7a53210c-eb8a-4986-8c14-80e6e523598f restart_count={}"
+    source = tmp_path / "in.bp"
+    source.write_text("\n".join([
+        "ts=2023-03-04T06:23:33.000000Z " + good.format(0),
+        "ts=1e300 " + good.format(1),
+        "ts=-99999999999 " + good.format(2),
+        '{"ts": 1e300, "event": "stampede.xwf.start", "xwf_id": "7a53210c-eb8a-4986-8c14-80e6e523598f", '
+        '"restart_count": 3}',
+        "ts=1677911013 " + good.format(4),
+    ]) + "\n")
+    bp_out, term = tmp_path / "out.bp", tmp_path / "term.txt"
+    run = subprocess.run([sys.executable, "-m", "streamer", "load", str(source), "--dest", f"file://{bp_out}",
+                          "--dest", "term:?format=pretty"], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    for line in (2, 3, 4):
+        assert f"{source}:{line}: " in run.stderr and "timestamp out of range" in run.stderr
+    assert [e.fields["restart_count"] for e in map(parse_line, bp_out.read_text().splitlines())] == [0, 4]
+    assert run.stdout.count("xwf.start") == 2
+    term.write_text(run.stdout)
+
+
+def test_an_event_no_codec_can_write_is_skipped_alone(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Events the engine builds are not typed from text: an endpoint still survives one it cannot encode."""
+    uuid = "7a53210c-eb8a-4986-8c14-80e6e523598f"
+    events = [Event("stampede.xwf.start", {"ts": ts, "xwf.id": uuid, "restart_count": n})
+              for n, ts in enumerate([1677911013, 1e300, 1677911014])]
+    path = tmp_path / "out.bp"
+    stream = io.StringIO()
+
+    async def run() -> None:
+        for endpoint in (FileEndpoint(EndpointURL.parse(f"file://{path}")),
+                         TerminalEndpoint(EndpointURL.parse("term:?format=bp"), stream=stream)):
+            await endpoint.open()
+            await endpoint.write(events)
+            await endpoint.close()
+            assert endpoint.unencodable == 1
+
+    with caplog.at_level(logging.WARNING):
+        asyncio.run(run())
+    assert [e.fields["restart_count"] for e in map(parse_line, path.read_text().splitlines())] == [0, 2]
+    assert [e.fields["restart_count"] for e in map(parse_line, stream.getvalue().splitlines())] == [0, 2]
+    assert f"event stampede.xwf.start (xwf.id={uuid}) cannot be encoded, skipped" in caplog.text
