@@ -249,3 +249,115 @@ def test_an_event_no_codec_can_write_is_skipped_alone(tmp_path: Path, caplog: py
     assert [e.fields["restart_count"] for e in map(parse_line, path.read_text().splitlines())] == [0, 2]
     assert [e.fields["restart_count"] for e in map(parse_line, stream.getvalue().splitlines())] == [0, 2]
     assert f"event stampede.xwf.start (xwf.id={uuid}) cannot be encoded, skipped" in caplog.text
+
+
+# ---------------------------------------------------------------- 4. messages, not tracebacks; the child dies with its parent
+
+def _live_copy(workflow: Path, tmp_path: Path) -> Path:
+    """The workflow with DAGMan still running: its dagman.out stops half-way, so `follow` waits on."""
+    directory = copy_of(workflow, tmp_path)
+    dagman_out = directory / "synth-0.dag.dagman.out"
+    lines = dagman_out.read_bytes().splitlines(keepends=True)
+    dagman_out.write_bytes(b"".join(lines[: len(lines) // 2]))
+    return directory
+
+
+def _follow(directory: Path, tmp_path: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "streamer", "follow", str(directory), "--parser", "process", "--no-jobstate",
+         "-q", "--dest", f"file://{tmp_path / 'live.jsonl'}", "--state", str(tmp_path / "state.json")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _worker_of(process: subprocess.Popen[str], timeout: float = 30) -> "psutil.Process":
+    import time
+
+    import psutil
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        children = psutil.Process(process.pid).children()
+        if children:
+            return children[0]
+        time.sleep(0.05)
+    raise AssertionError("the monitor worker process never started")
+
+
+PARENT = """
+import asyncio, os, sys, time
+from streamer.monitor.runner import ProcessRunner
+
+async def main():
+    runner = ProcessRunner(dagman_out=sys.argv[1], recursive=True, tz="UTC", write_jobstate=False, state=None,
+                           read_size=1 << 18)
+    await runner.open()
+    print(runner.process.pid, flush=True)
+    if os.fork() == 0:  # any forked helper holds the worker's pipes open: its stdin never closes
+        time.sleep(120)
+        os._exit(0)
+    time.sleep(120)
+
+asyncio.run(main())
+"""
+
+
+def test_worker_process_dies_with_a_sigkilled_parent(workflow: Path, tmp_path: Path) -> None:
+    import psutil
+
+    directory = _live_copy(workflow, tmp_path)
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, str(directory / "synth-0.dag.dagman.out")],
+                              stdout=subprocess.PIPE, text=True)
+    helpers = []
+    try:
+        worker = psutil.Process(int(parent.stdout.readline()))
+        helpers = [c for c in psutil.Process(parent.pid).children() if c.pid != worker.pid]
+        parent.kill()
+        parent.wait(10)
+        gone, alive = psutil.wait_procs([worker], timeout=5)
+        assert gone and not alive, "the worker outlived its SIGKILLed parent"
+    finally:
+        parent.kill()
+        for helper in helpers:
+            helper.kill()
+
+
+def test_interrupting_twice_prints_no_traceback(workflow: Path, tmp_path: Path) -> None:
+    import signal
+    import time
+
+    import psutil
+
+    process = _follow(_live_copy(workflow, tmp_path), tmp_path)
+    try:
+        worker = _worker_of(process)
+        deadline = time.monotonic() + 30
+        while not (tmp_path / "live.jsonl").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        process.send_signal(signal.SIGINT)
+        process.send_signal(signal.SIGINT)
+        _out, err = process.communicate(timeout=30)
+        psutil.wait_procs([worker], timeout=5)
+        assert not worker.is_running() or worker.status() == psutil.STATUS_ZOMBIE
+        assert "Traceback" not in err and "BrokenPipeError" not in err, err
+    finally:
+        process.kill()
+
+
+def test_worker_whose_parent_stopped_listening_exits_quietly(workflow: Path) -> None:
+    """The parent left at a second Ctrl-C: the worker's reply finds a closed pipe (was a BrokenPipeError)."""
+    import pickle
+
+    from streamer.monitor import runner
+
+    child = subprocess.Popen([sys.executable, "-c", runner._CHILD], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    child.stdout.close()  # the parent is gone: nobody reads the reply
+    options = {"dagman_out": str(workflow / "synth-0.dag.dagman.out"), "recursive": True, "tz": "UTC",
+               "write_jobstate": False, "state": None, "read_size": 1 << 18}
+    data = pickle.dumps(("open", (options, logging.WARNING)))
+    child.stdin.write(len(data).to_bytes(8, "little") + data)
+    child.stdin.flush()
+    err = child.stderr.read().decode()
+    child.stdin.close()
+    assert child.wait(30) == 0
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err

@@ -139,7 +139,8 @@ class ProcessRunner:
 
     async def open(self) -> None:
         self.process = await asyncio.to_thread(
-            subprocess.Popen, [sys.executable, "-c", _CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            subprocess.Popen, [sys.executable, "-c", _CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            env={**os.environ, _PARENT_ENV: str(os.getpid())})
         await self._call("open", self.options, logging.getLogger().level)
 
     async def _call(self, op: str, *args: Any) -> Any:
@@ -238,6 +239,22 @@ def _worth_a_process(dagman_out: str) -> bool:
 # ---------------------------------------------------------------- in the child process
 
 _CHILD = "import sys; from streamer.monitor.runner import serve; sys.exit(serve())"
+_PARENT_ENV = "STREAMER_MONITOR_PARENT"
+
+
+def _exit_with_parent(parent: int, interval: float = 0.2) -> None:
+    """End this child within `interval` of its parent's death, even in the middle of a step.
+
+    Closing stdin tells a waiting child to stop; a child busy reading ahead
+    would otherwise go on writing jobstate.log after a SIGKILLed parent, and
+    race the restarted one.
+    """
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(interval)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="streamer-parent-watch", daemon=True).start()
 
 
 def serve() -> int:
@@ -245,6 +262,9 @@ def serve() -> int:
     # the parent handles SIGINT/SIGTERM (flushing its endpoints) and then closes us
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    parent = os.environ.get(_PARENT_ENV)
+    if parent and parent.isdigit():
+        _exit_with_parent(int(parent))
     requests, replies = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # a stray print must not corrupt the protocol
     core: MonitorCore | None = None
@@ -292,8 +312,11 @@ def serve() -> int:
                 reply = _frame(("error", exc))
             except Exception:  # an exception that does not pickle
                 reply = _frame(("error", MonitorWorkerError(f"{type(exc).__name__}: {exc}")))
-        replies.write(reply)
-        replies.flush()
+        try:
+            replies.write(reply)
+            replies.flush()
+        except OSError:  # BrokenPipeError: the parent is gone (or closed us): nothing left to serve
+            return 0
         if speculate and core is not None:
             try:
                 ahead = core.step(True)
