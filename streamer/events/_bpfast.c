@@ -168,13 +168,16 @@ static PyObject *split_pairs(const char *s, Py_ssize_t size, Taken *taken) {
                         : key == s_event_id ? &taken->event_id : NULL;
         if (slot != NULL) { /* interned: one object per text */
             Py_DECREF(key);
-            Py_XSETREF(*slot, value); /* the last one counts, as in a dict */
+            if (*slot != NULL) { Py_DECREF(value); goto decline; } /* given twice: bp.py names the error */
+            *slot = value;
             continue;
         }
+        Py_ssize_t before = PyDict_GET_SIZE(pairs);
         int failed = PyDict_SetItem(pairs, key, value);
         Py_DECREF(key);
         Py_DECREF(value);
         if (failed) goto fail;
+        if (PyDict_GET_SIZE(pairs) == before) goto decline; /* a key given twice: bp.py names the error */
     }
     return pairs;
 decline:

@@ -82,6 +82,8 @@ def _split_python(line: str) -> dict[str, str]:
     for key, quoted, bare, junk in _TOKENS.findall(line):
         if junk:
             raise BPError(_why_malformed(line))
+        if key in pairs:
+            raise BPError(f"key {key!r} given twice")
         if quoted:
             pairs[key] = _ESCAPES.sub(_unescape, quoted) if "\\" in quoted else quoted
         else:
@@ -96,6 +98,8 @@ def _split_plain(line: str) -> dict[str, str]:
         key, sep, value = word.partition("=")
         if not sep or not key:
             raise BPError(_why_malformed(line))
+        if key in pairs:
+            raise BPError(f"key {key!r} given twice")
         pairs[key] = value
     return pairs
 

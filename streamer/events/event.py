@@ -169,6 +169,13 @@ def _listing(value: Any) -> list[Any]:
     raise FieldError(f"not a list: {str(value)[:60]!r}")
 
 
+def _level(value: Any) -> str:
+    """The schema's level enumeration (monitord writes only these two)."""
+    if value in schema.LEVELS:
+        return value
+    raise FieldError(f"not a level of the schema ({', '.join(schema.LEVELS)}): {str(value)[:40]!r}")
+
+
 CONVERTERS: dict[str, Callable[[Any], Any]] = {
     "str": _text,
     "uuid": _text,
@@ -182,7 +189,10 @@ CONVERTERS: dict[str, Callable[[Any], Any]] = {
 def _compile(name: str) -> dict[str, Callable[[Any], Any]]:
     table = schema.fields_of(name) or {**schema.BASE_EVENT, **schema.MONITORD_COMMON}
     kinds = {**schema.GLOBAL_KINDS, **{f: spec[0] for f, spec in table.items()}}
-    return {f: CONVERTERS[k] for f, k in kinds.items() if k != "str" and k != "uuid"}
+    converters = {f: CONVERTERS[k] for f, k in kinds.items() if k != "str" and k != "uuid"}
+    if name.startswith("stampede."):  # the schema's enumeration binds its own events only
+        converters["level"] = _level
+    return converters
 
 
 _converters: dict[str, dict[str, Callable[[Any], Any]]] = {}
