@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from ..compiled import fast_module
 from . import legacy, schema
-from .event import ID_FIELD, Event, FieldError, _parse_ts_cached, format_ts, typing_plan
+from .event import ID_FIELD, Event, FieldError, _parse_ts_cached, format_ts, typing_plan, verify_id
 from .registry import note_unknown
 
 # Quoted values use the unrolled-loop form, fast on long texts; the last
@@ -125,7 +125,17 @@ def _declined(line: Any) -> None:
     return None
 
 
-parse_compiled: Callable[[Any], Event | None] = _fast_parse or _declined
+def _compiled_verified(line: Any) -> Event | None:
+    event = _fast_parse(line)  # type: ignore[misc]
+    if event is not None and event._id is not None:  # an id the line gives must be the event's own
+        try:
+            verify_id(event, event._id)
+        except FieldError as exc:
+            raise BPError(str(exc)) from None
+    return event
+
+
+parse_compiled: Callable[[Any], Event | None] = _compiled_verified if _fast_parse is not None else _declined
 """The compiled parse of a stripped BP line: its Event, or None when `parse_line` must decide
 (the line is not the common well-formed case, or nothing is compiled)."""
 
@@ -133,7 +143,7 @@ parse_compiled: Callable[[Any], Event | None] = _fast_parse or _declined
 def parse_line(line: str) -> Event:
     """One BP line -> Event (raises BPError naming what is wrong)."""
     if _fast_parse is not None:
-        event = _fast_parse(line)
+        event = _compiled_verified(line)
         if event is not None:
             return event
     pairs = split_line(line)

@@ -293,8 +293,11 @@ class Event:
         """
         name = schema.full_name(name) if name in schema.EVENT_FIELDS else name
         fields = coerce_fields(name, raw, in_place=owned)
-        event_id = fields.pop(ID_FIELD, None)
-        return cls(name, fields, event_id if isinstance(event_id, str) else None)
+        event = cls(name, fields)
+        claimed = fields.pop(ID_FIELD, None)
+        if claimed is not None:
+            verify_id(event, claimed)
+        return event
 
     @property
     def id(self) -> str:
@@ -332,6 +335,19 @@ class Event:
 
     def __repr__(self) -> str:
         return f"Event({self.name!r}, {self.fields!r}, id={self.id[:12]})"
+
+
+def verify_id(event: Event, claimed: Any) -> None:
+    """Take the id an input gives for `event` only if it is the event's own (raises FieldError).
+
+    The id is a contract endpoints rely on (database deduplication, the
+    Elasticsearch document id, the AMQP message_id): an input cannot choose
+    it. The content id is computed (and cached on the event) and compared.
+    """
+    event._id = None
+    if claimed != event.id:
+        raise FieldError(f"event id {str(claimed)[:40]!r} is not this event's id ({event.id}): "
+                         "the line was changed after it was written")
 
 
 def ensure_ids(events: list[Event]) -> None:

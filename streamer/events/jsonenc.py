@@ -15,7 +15,7 @@ import orjson
 
 from ..compiled import fast_module
 from . import legacy, schema
-from .event import ID_FIELD, Event, FieldError, _batch_ready, wide_json
+from .event import ID_FIELD, Event, FieldError, _batch_ready, verify_id, wide_json
 from .registry import note_unknown
 
 JSON_ID_KEY = "event_id"
@@ -135,13 +135,12 @@ def from_dict(obj: dict[str, Any]) -> Event:
         del raw["level"]
     if legacy.is_legacy(name):
         name, raw = legacy.translate(name, raw)
-    event_id = obj.get(JSON_ID_KEY)
     try:
         event = Event.build(name, raw)
+        if JSON_ID_KEY in obj:
+            verify_id(event, obj[JSON_ID_KEY])
     except FieldError as exc:
         raise JSONError(str(exc)) from None
-    if isinstance(event_id, str):
-        event._id = event_id
     if event.name.startswith("stampede."):
         note_unknown(event.name)
     return event
