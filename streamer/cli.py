@@ -178,8 +178,7 @@ async def cmd_load(args: argparse.Namespace) -> int:
         path = Path(name)
         if path.is_dir():
             raise ConfigError(f"{name}: is a directory, not an event file (for a submit dir use: streamer replay {name})")
-        if not args.follow and not path.exists():
-            raise ConfigError(f"{name}: no such file")
+        _check_input(path, args.follow)
     source = EventFileSource(args.files, follow=args.follow, checkpoint=args.checkpoint or settings.checkpoint,
                              strict=args.strict, report=_report)
     result = await run_pipeline(source, settings.endpoints, on_error=settings.on_error,
@@ -189,6 +188,19 @@ async def cmd_load(args: argparse.Namespace) -> int:
     if args.strict and source.stats.bad and result.exit_code == 0:
         return 1
     return result.exit_code
+
+
+def _check_input(path: Path, follow: bool) -> None:
+    """Usage error for an input that can never be read (a missing one only when not following)."""
+    from .sources.follow import FollowError, check_readable
+
+    try:
+        check_readable(path)
+    except FileNotFoundError as exc:
+        if not follow:
+            raise ConfigError(str(exc)) from None
+    except FollowError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _report(message: str) -> None:
@@ -227,16 +239,15 @@ async def cmd_tail(args: argparse.Namespace) -> int:
             from .sources.amqp import AMQPSource
         except ImportError as exc:
             raise ConfigError(f"AMQP tail is not available: {exc}") from None
-        source = AMQPSource(args.source, events=args.events, queue=args.queue)
+        from .urls import EndpointURL, with_password
+
+        source = AMQPSource(with_password(EndpointURL.parse(args.source)).raw, events=args.events, queue=args.queue)
         setattr(source, "follow", True)
     else:
         from .sources.eventfile import EventFileSource
 
         path = Path(args.source)
-        if path.is_dir():
-            raise ConfigError(f"{args.source}: is a directory, not an event file")
-        if args.no_follow and not path.exists():
-            raise ConfigError(f"{args.source}: no such file")
+        _check_input(path, not args.no_follow)
         source = EventFileSource([path], follow=not args.no_follow, report=_report)
         if not args.from_start and not args.no_follow:
             start = _tail_start(path)

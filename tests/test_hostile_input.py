@@ -402,3 +402,111 @@ def test_postgres_restarts_mid_load_are_one_line_each_not_tracebacks(tmp_path: P
     with sqlite3.connect(reference) as db:
         expected = db.execute("SELECT count(*) FROM job_instance").fetchone()[0]
     assert expected > 1500 and rows() == expected  # every job instance once, as a clean load gives
+
+
+# ---------------------------------------------------------------- 5. nothing accepted without a word
+
+UUID = "7a53210c-eb8a-4986-8c14-80e6e523598f"
+
+
+def load(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "streamer", "load", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_lines_that_say_one_thing_twice_or_an_unknown_level_are_reported(tmp_path: Path) -> None:
+    source = tmp_path / "in.bp"
+    good = f"ts=1677911013 event=stampede.xwf.start xwf.id={UUID} restart_count=0"
+    source.write_text("\n".join([
+        good,
+        f"ts=1677911013 event=stampede.xwf.start xwf.id={UUID} restart_count=0 restart_count=1",
+        f"ts=1677911013 event=stampede.xwf.start event=stampede.xwf.end xwf.id={UUID} restart_count=0",
+        f"ts=1677911013 event=stampede.xwf.start level=Panic xwf.id={UUID} restart_count=0",
+        good.replace("restart_count=0", "restart_count=5") + " event.id=not-a-hash",
+        '{"ts": 1677911013, "event": "stampede.xwf.start", "xwf_id": "%s", "restart_count": 6, '
+        '"event_id": "not-a-hash"}' % UUID,
+    ]) + "\n")
+    out = tmp_path / "out.jsonl"
+    run = load(str(source), "--dest", str(out))
+    assert run.returncode == 0, run.stderr
+    assert f"{source}:2: key 'restart_count' given twice" in run.stderr
+    assert f"{source}:3: key 'event' given twice" in run.stderr
+    assert f"{source}:4: field level: not a level of the schema (Info, Error): 'Panic'" in run.stderr
+    assert f"{source}:5: event id 'not-a-hash' is not this event's id" in run.stderr
+    assert f"{source}:6: event id 'not-a-hash' is not this event's id" in run.stderr
+    written = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [e["restart_count"] for e in written] == [0]
+    assert written[0]["event_id"] != "not-a-hash" and len(written[0]["event_id"]) == 32
+
+
+def test_braindump_with_a_list_for_an_id_is_refused_by_line(tmp_path: Path, workflow: Path) -> None:
+    directory = copy_of(workflow, tmp_path)
+    text = (directory / "braindump.yml").read_text()
+    lines = text.splitlines()
+    number = next(i for i, line in enumerate(lines, 1) if line.startswith("wf_uuid:"))
+    lines[number - 1] = "wf_uuid: [1, 2]"
+    (directory / "braindump.yml").write_text("\n".join(lines) + "\n")
+    with pytest.raises(braindump.BraindumpError) as caught:
+        braindump.load(directory)
+    assert str(caught.value) == f"{directory / 'braindump.yml'}:{number}: wf_uuid: expected a single value, found a list"
+    run = replay(directory, tmp_path / "out.jsonl")
+    assert f"braindump.yml:{number}: wf_uuid: expected a single value, found a list" in run.stderr
+    assert '"[1, 2]"' not in (tmp_path / "out.jsonl").read_text() if (tmp_path / "out.jsonl").exists() else True
+
+
+def test_unreadable_inputs_are_named_for_what_they_are(tmp_path: Path) -> None:
+    (tmp_path / "loop-a").symlink_to(tmp_path / "loop-b")
+    (tmp_path / "loop-b").symlink_to(tmp_path / "loop-a")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere.bp")
+    os.mkfifo(tmp_path / "pipe")
+    out = str(tmp_path / "out.jsonl")
+    cases = {
+        "loop-a": "symbolic link loop (too many levels of symbolic links)",
+        "dangling": f"dangling symbolic link (to {tmp_path / 'nowhere.bp'})",
+        "pipe": "is a FIFO (named pipe), not a regular file",  # opening it would block for ever: no writer
+    }
+    for name, message in cases.items():
+        run = load(str(tmp_path / name), "--dest", out, timeout=20)
+        assert run.returncode == 2 and f"streamer: error: {tmp_path / name}: {message}" in run.stderr, run.stderr
+    tail = subprocess.run([sys.executable, "-m", "streamer", "tail", str(tmp_path / "pipe")], capture_output=True,
+                          text=True, timeout=20)
+    assert tail.returncode == 2 and "is a FIFO" in tail.stderr
+
+
+# ---------------------------------------------------------------- 6. passwords off the command line
+
+@pytest.mark.rabbitmq
+def test_passwords_from_a_file_or_the_environment(amqp_url: str, tmp_path: Path, golden: Path) -> None:
+    from amqphelp import Capture, unique
+
+    source = golden / "sample_wf_held.bp"
+    expected = len([line for line in source.read_text().splitlines() if line.strip()])
+    secret = tmp_path / "amqp.password"
+    secret.write_text("guest\n")
+    secret.chmod(0o600)
+    wrong = tmp_path / "wrong.password"
+    wrong.write_text("not-the-password\n")
+    host = amqp_url.split("@", 1)[1].rsplit("/", 1)[0]
+    exchange_a, exchange_b = unique("streamer-pw"), unique("streamer-pw")
+
+    async def run() -> tuple[int, int, subprocess.CompletedProcess[str]]:
+        async with Capture(amqp_url, exchange_a) as a, Capture(amqp_url, exchange_b) as b:
+            await a.start()
+            await b.start()
+            done = await asyncio.to_thread(subprocess.run, [
+                sys.executable, "-m", "streamer", "load", str(source), "--events", "*",
+                "--dest", f"amqp://guest@{host}/%2F/{exchange_a}?password_file={secret}",
+                "--dest", f"amqp://guest@{host}/%2F/{exchange_b}?password_env=STREAMER_TEST_PW"],
+                capture_output=True, text=True, timeout=60, env={**os.environ, "STREAMER_TEST_PW": "guest"})
+            return len(await a.wait_for(expected)), len(await b.wait_for(expected)), done
+
+    got_a, got_b, done = asyncio.run(run())
+    assert done.returncode == 0, done.stderr
+    assert (got_a, got_b) == (expected, expected)
+    assert "guest:***@" in done.stderr and "guest:guest" not in done.stderr
+    refused = load(str(source), "--dest", f"amqp://guest@{host}/%2F/{exchange_a}?password_file={wrong}&retry_for=1",
+                   timeout=120)
+    assert refused.returncode != 0 and "not-the-password" not in refused.stderr
+    missing = load(str(source), "--dest", f"amqp://guest@{host}/%2F/x?password_env=STREAMER_NO_SUCH_VAR")
+    assert missing.returncode == 2
+    assert "password_env: the environment variable STREAMER_NO_SUCH_VAR is not set" in missing.stderr

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from ..urls import EndpointURL
+from ..urls import EndpointURL, with_password
 from .base import Endpoint, EndpointError
 
 # scheme -> "module:Class"; modules are imported only when a URL uses them, so a
@@ -37,6 +37,8 @@ def endpoint_class(scheme: str) -> type[Endpoint]:
 def create_endpoint(url: str | EndpointURL, options: dict[str, Any] | None = None) -> Endpoint:
     """An endpoint for `url` (query parameters and `options` become its options)."""
     parsed = url if isinstance(url, EndpointURL) else EndpointURL.parse(url)
+    options = dict(options or {})
+    parsed = with_password(parsed, options)  # password_file= / password_env=: kept off the command line
     return endpoint_class(parsed.scheme)(parsed, options)
 
 

@@ -36,6 +36,37 @@ class FollowError(OSError):
     """A file that cannot be read at all (missing in replay, a directory, no permission)."""
 
 
+def check_readable(path: str | os.PathLike[str]) -> os.stat_result:
+    """The stat of a regular file an event reader can open, seek and checkpoint.
+
+    Raises FileNotFoundError when nothing is there (a follower waits for it)
+    and FollowError, in words, for what can never be read as an event file: a
+    symbolic link loop or a dangling link, a directory, a FIFO, socket or
+    device (opening a FIFO with no writer would block for ever).
+    """
+    import errno
+    import stat
+
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        if os.path.islink(path):  # a follower waits for its target like for a missing file
+            raise FileNotFoundError(f"{path}: dangling symbolic link (to {os.readlink(path)})") from None
+        raise FileNotFoundError(f"{path}: no such file") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise FollowError(f"{path}: symbolic link loop (too many levels of symbolic links)") from None
+        raise FollowError(f"{path}: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise FollowError(f"{path}: is a directory, not an event file")
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode)
+                else "a device")
+        raise FollowError(f"{path}: is {kind}, not a regular file: streamer reads event files it can seek "
+                          "and checkpoint (write the events to a file and load or follow that)")
+    return st
+
+
 @dataclass
 class FilePosition:
     """Where a reader stands in one file; JSON-serialisable via `as_dict`."""
@@ -95,16 +126,11 @@ class FileFollower:
 
     def _check_openable(self) -> os.stat_result | None:
         try:
-            st = os.stat(self.path)
+            return check_readable(self.path)
         except FileNotFoundError:
             if self.follow:
                 return None
             raise FollowError(f"{self.path}: no such file") from None
-        except OSError as exc:
-            raise FollowError(f"{self.path}: {exc.strerror or exc}") from None
-        if os.path.isdir(self.path):
-            raise FollowError(f"{self.path}: is a directory, not an event file")
-        return st
 
     async def _wait_for_file(self) -> os.stat_result | None:
         announced = False
