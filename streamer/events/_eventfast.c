@@ -20,6 +20,15 @@ static int ts_in_range(PyObject *value) {
     return seconds >= 0.0 && seconds < TS_MAX;
 }
 
+/* An int that fits in 64 signed bits (event.py's INT_MIN..INT_MAX): kept as it is. */
+static int int64(PyObject *value) {
+    if (!PyLong_CheckExact(value)) return 0;
+    int overflow;
+    long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (v == -1 && PyErr_Occurred()) { PyErr_Clear(); return 0; }
+    return !overflow;
+}
+
 static PyObject *coerce(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 3 || !PyDict_Check(args[0]) || !PyList_Check(args[1])) {
         PyErr_SetString(PyExc_TypeError, "coerce(fields: dict, todo: list, parse_ts)");
@@ -53,8 +62,8 @@ static PyObject *coerce(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyObject *typed;
         if (PyUnicode_CheckExact(value)) {
             typed = convert_text(value, kind, convert, parse_ts);
-        } else if ((kind == KIND_INT && PyLong_CheckExact(value)) ||
-                   (kind == KIND_NUM && (PyLong_CheckExact(value) || PyFloat_CheckExact(value))) ||
+        } else if ((kind == KIND_INT && int64(value)) ||
+                   (kind == KIND_NUM && (int64(value) || PyFloat_CheckExact(value))) ||
                    (kind == KIND_TS && ts_in_range(value))) {
             continue; /* already typed: event.py's converters return these as they are */
         } else {

@@ -107,13 +107,20 @@ _parse_ts_cached = _memoised(parse_ts)
 
 # ---------------------------------------------------------------- converters
 
+INT_MIN, INT_MAX = -(1 << 63), (1 << 63) - 1
+"""Integers are 64-bit signed: what JSON readers, SQLite and PostgreSQL's bigint all hold."""
+
+
 def _number(text: Any) -> int | float:
-    if isinstance(text, (int, float)) and not isinstance(text, bool):
+    if isinstance(text, float) or (isinstance(text, int) and not isinstance(text, bool) and
+                                   INT_MIN <= text <= INT_MAX):
         return text
     try:
-        return int(text)
+        value = int(text)
     except (TypeError, ValueError):
         pass
+    else:  # a number beyond 64 bits is kept as the float it is (JSON could not read it back)
+        return value if INT_MIN <= value <= INT_MAX else _finite(float(value), text)
     try:
         value = float(text)
     except (TypeError, ValueError) as exc:
@@ -123,18 +130,27 @@ def _number(text: Any) -> int | float:
     return value
 
 
+def _finite(value: float, text: Any) -> float:
+    if math.isinf(value):
+        raise FieldError(f"not a finite number: {str(text)[:60]!r}")
+    return value
+
+
 def _integer(text: Any) -> int:
     if isinstance(text, int) and not isinstance(text, bool):
-        return text
-    try:
-        return int(text)
-    except (TypeError, ValueError, OverflowError):  # OverflowError: an infinite float
-        pass
-    # "1.0" or 1.0: an integer written as a decimal.
-    value = _number(text)
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    raise FieldError(f"not an integer: {text!r}")
+        value = text
+    else:
+        try:
+            value = int(text)
+        except (TypeError, ValueError, OverflowError):  # OverflowError: an infinite float
+            # "1.0" or 1.0: an integer written as a decimal.
+            number = _number(text)
+            if not (isinstance(number, float) and number.is_integer()):
+                raise FieldError(f"not an integer: {str(text)[:60]!r}") from None
+            value = int(number)
+    if not INT_MIN <= value <= INT_MAX:
+        raise FieldError(f"integer out of range (64 bits): {str(text)[:60]!r}")
+    return value
 
 
 def _timestamp(text: Any) -> int | float:

@@ -41,26 +41,26 @@ def could_be_deep(text: str, limit: int = MAX_DEPTH) -> bool:
 def depth(text: str, limit: int = MAX_DEPTH) -> int:
     """Nesting depth of `text`'s collections, counting stops past `limit`.
 
-    Broken YAML counts as deep as it got before the error: the loader that
-    runs next reports the error itself.
+    Raises yaml.YAMLError for text that is not YAML: no loader may then walk
+    it (the subset loaders take only what PyYAML takes, so nothing is lost).
     """
     level = deepest = 0
-    try:
-        for event in yaml.parse(text, Loader=_Parser):
-            if isinstance(event, _OPEN):
-                level += 1
-                if level > deepest:
-                    deepest = level
-                    if deepest > limit:
-                        break
-            elif isinstance(event, _CLOSE):
-                level -= 1
-    except yaml.YAMLError:
-        pass
+    for event in yaml.parse(text, Loader=_Parser):
+        if isinstance(event, _OPEN):
+            level += 1
+            if level > deepest:
+                deepest = level
+                if deepest > limit:
+                    break
+        elif isinstance(event, _CLOSE):
+            level -= 1
     return deepest
 
 
 def check(text: str, limit: int = MAX_DEPTH) -> None:
-    """Raise TooDeep when `text` nests collections deeper than `limit`."""
+    """Raise TooDeep when `text` nests collections deeper than `limit`.
+
+    Text that could be deep and is not YAML at all raises yaml.YAMLError.
+    """
     if could_be_deep(text, limit) and depth(text, limit) > limit:
         raise TooDeep(f"YAML nested deeper than {limit} levels")
