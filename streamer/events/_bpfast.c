@@ -141,7 +141,7 @@ static PyObject *split_pairs(const char *s, Py_ssize_t size, Taken *taken) {
                 if (is_odd_control((unsigned char)s[i])) goto decline;
                 if (s[i] == '\\') {
                     /* the pattern's `\\.`: any character but a newline */
-                    if (i + 1 >= size || s[i + 1] == '\n') goto decline;
+                    if (i + 1 >= size || s[i + 1] == '\n' || is_odd_control((unsigned char)s[i + 1])) goto decline;
                     escaped = 1;
                     i++;
                 }
