@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import orjson
 
 from ..compiled import fast_module
-from . import legacy, schema
+from . import chimbuko, legacy, schema
 from .event import ID_FIELD, Event, FieldError, _batch_ready, wide_json
 from .registry import note_unknown
 
@@ -129,6 +129,11 @@ def from_dict(obj: dict[str, Any]) -> Event:
     name = obj.get("event")
     if not isinstance(name, str) or not name:
         raise JSONError('no "event" key')
+    if name.startswith(chimbuko.PREFIX):  # provenance records: their own schema
+        try:
+            return chimbuko.from_json_object(obj)
+        except chimbuko.RecordError as exc:
+            raise JSONError(str(exc)) from None
     names = _dotted_names(name)
     raw = {names.get(k, k): v for k, v in obj.items() if k != "event" and k != JSON_ID_KEY}
     if raw.get("level") == "Info":
