@@ -157,19 +157,34 @@ def _json(value: Any) -> str | None:
 
 def row_of(event: Event, table: RecordTable, dialect: str) -> tuple[Any, ...]:
     """The row of one record event, in `table.column_names` order."""
+    plan, known = _plan(table, dialect)
     fields = event.fields
+    dumps = orjson.dumps
     row: list[Any] = [event.id]
-    for _, field, kind in table.columns:
+    for field, how in plan:
         value = fields.get(field)
-        if kind == "json":
-            value = _json(value)
-        elif dialect == "sqlite" and kind == "bool" and value is not None:
-            value = int(value)
+        if value is not None and how:
+            value = dumps(value).decode() if how == 1 else int(value)
         row.append(value)
-    known = table.fields
-    extra = {k: v for k, v in fields.items() if k not in known}
-    row.append(_json(extra) if extra else None)
+    if known.issuperset(fields):
+        row.append(None)
+    else:
+        row.append(_json({k: v for k, v in fields.items() if k not in known}))
     return tuple(row)
+
+
+_plans: dict[tuple[str, str], tuple[list[tuple[str, int]], frozenset[str]]] = {}
+
+
+def _plan(table: RecordTable, dialect: str) -> tuple[list[tuple[str, int]], frozenset[str]]:
+    """(field, 0 as it is / 1 JSON text / 2 integer) per column, and the fields with a column."""
+    key = (table.collection, dialect)
+    plan = _plans.get(key)
+    if plan is None:
+        steps = [(field, 1 if kind == "json" else 2 if kind == "bool" and dialect == "sqlite" else 0)
+                 for _, field, kind in table.columns]
+        plan = _plans[key] = (steps, table.fields)
+    return plan
 
 
 def rows_by_table(events: Sequence[Event], dialect: str) -> list[tuple[RecordTable, list[tuple[Any, ...]]]]:

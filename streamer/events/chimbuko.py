@@ -29,10 +29,12 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime, timezone
-from typing import Any, Literal, Optional, Union
+from types import UnionType
+from typing import Annotated, Any, Literal, NotRequired, Optional, Union, get_args, get_origin
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from typing_extensions import TypedDict
 
 PREFIX = "chimbuko."
 
@@ -341,33 +343,97 @@ def classify_quietly(record: dict[str, Any]) -> str | None:
 
 # ---------------------------------------------------------------- record <-> event
 
+# The models above are the schema. Checking a record builds no model instance: each model is
+# mirrored once as a TypedDict with the same keys (aliases), types and constraints, which
+# pydantic checks in Rust without making an object per nested part (2-3x faster per record).
+
+_TYPED: dict[type, Any] = {}
+_UNION_TAGS = {"int", "float", "str", "bool", "none", "dict[str,any]"}
+
+
+def _mirror(annotation: Any) -> Any:
+    """`annotation` with every model in it replaced by its TypedDict."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return _typed_dict(annotation)
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Annotated:
+        return Annotated[(_mirror(args[0]), *annotation.__metadata__)]  # type: ignore[misc]
+    if origin in (Union, UnionType):
+        return Union[tuple(_mirror(a) for a in args)]  # type: ignore[return-value]
+    if origin is list:
+        return list[_mirror(args[0])]  # type: ignore[misc]
+    if origin is dict:
+        return dict[args[0], _mirror(args[1])]  # type: ignore[misc]
+    return annotation
+
+
+def _typed_dict(model: type[BaseModel]) -> Any:
+    typed = _TYPED.get(model)
+    if typed is None:
+        fields: dict[str, Any] = {}
+        for name, info in model.model_fields.items():
+            annotation = _mirror(info.annotation)
+            if info.metadata:
+                annotation = Annotated[(annotation, *info.metadata)]  # type: ignore[misc]
+            fields[info.alias or name] = annotation if info.is_required() else NotRequired[annotation]
+        typed = TypedDict(model.__name__, fields)  # type: ignore[operator]
+        typed.__pydantic_config__ = ConfigDict(strict=True, extra="allow")  # type: ignore[attr-defined]
+        _TYPED[model] = typed
+        _UNION_TAGS.add(model.__name__)
+    return typed
+
+
+_checkers: dict[str, TypeAdapter] = {}
+
+
+def _checker(name: str) -> TypeAdapter:
+    checker = _checkers.get(name)
+    if checker is None:
+        checker = _checkers[name] = TypeAdapter(_typed_dict(MODELS[name]))
+    return checker
+
+
 def validate(name: str, record: dict[str, Any]) -> None:
     """Check `record` against its collection's model (raises RecordError naming the field)."""
     try:
-        MODELS[name].model_validate(record)
+        _checker(name).validate_python(record)
     except ValidationError as exc:
         raise RecordError(_describe(exc)) from None
 
 
+def model(name: str, record: dict[str, Any]) -> _Record:
+    """The pydantic model instance of a record (raises pydantic.ValidationError)."""
+    return MODELS[name].model_validate(record)
+
+
 def _describe(exc: ValidationError) -> str:
-    errors = exc.errors(include_url=False)
+    """The first problem, named by the record's own keys (union alternatives merged)."""
+    problems: dict[str, list[dict]] = {}
+    for error in exc.errors(include_url=False):
+        loc = [str(p) for p in error["loc"] if not (isinstance(p, str) and p in _UNION_TAGS)]
+        problems.setdefault(".".join(loc) or "record", []).append(error)
+    where, errors = next(iter(problems.items()))
     first = errors[0]
-    where = ".".join(str(part) for part in first["loc"]) or "record"
     if first["type"] == "missing":
         text = f"missing field {where}"
     else:
+        kinds = {e["type"] for e in errors}
+        message = "input should be a number" if kinds == {"int_type", "float_type"} else first["msg"].lower()
         value = first.get("input")
         shown = orjson.dumps(value, default=str).decode()[:60] if value is not None else "null"
-        text = f"field {where}: {first['msg'].lower()} (got {shown})"
-    more = len(errors) - 1
+        text = f"field {where}: {message} (got {shown})"
+    more = len(problems) - 1
     return text + (f" (+{more} more)" if more else "")
 
 
 def identity_id(name: str, fields: dict[str, Any]) -> str:
     """Stable id of a record: a BLAKE2b hash of its event name and identity values (32 hex digits)."""
-    values = [fields.get(RENAMES.get(key, key)) for key in IDENTITY[name]]
+    values = [fields.get(key) for key in _IDENTITY_FIELDS[name]]
     data = orjson.dumps([name, *values], default=str)
     return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+_IDENTITY_FIELDS = {name: tuple(RENAMES.get(key, key) for key in keys) for name, keys in IDENTITY.items()}
 
 
 def event_from_record(record: dict[str, Any], name: str | None = None, *, check: bool = True,
@@ -381,8 +447,18 @@ def event_from_record(record: dict[str, Any], name: str | None = None, *, check:
             raise RecordError("not a provenance record of a known collection")
     if check:
         validate(name, record)
-    fields = {RENAMES.get(key, key): value for key, value in record.items() if key != "collection"}
+    keys = tuple(record)
+    renamed = _renamed_shapes.get(keys)
+    if renamed is None:  # records come in few shapes: rename each shape's keys once
+        if len(_renamed_shapes) > 4096:
+            _renamed_shapes.clear()
+        renamed = _renamed_shapes[keys] = tuple(RENAMES.get(key, key) for key in keys)
+    fields = dict(zip(renamed, record.values()))
+    fields.pop("collection", None)
     return Event(name, fields, identity_id(name, fields))
+
+
+_renamed_shapes: dict[tuple[str, ...], tuple[str, ...]] = {}
 
 
 def record_of(event) -> dict[str, Any]:  # event: Event
