@@ -221,6 +221,11 @@ def record_of_row(table: RecordTable, row: dict[str, Any]) -> dict[str, Any]:
 
 COPY_THRESHOLD = 64
 
+try:
+    from asyncpg.exceptions import UniqueViolationError as UniqueViolation
+except ModuleNotFoundError:  # pragma: no cover - asyncpg is a runtime dependency
+    UniqueViolation = Exception  # type: ignore[assignment,misc]
+
 
 async def ensure_postgres(conn: Any) -> None:
     async with conn.transaction():
@@ -237,7 +242,15 @@ async def write_postgres(conn: Any, events: Sequence[Event]) -> int:
         if len(rows) < COPY_THRESHOLD:
             await conn.executemany(insert_sql(table, "postgresql"), rows)
             continue
-        # COPY cannot skip existing rows: copy into a session staging table, then one idempotent INSERT
+        # Most batches are new records: COPY them straight in, under a savepoint. COPY cannot skip rows
+        # that exist (a re-read); then copy into a session staging table and INSERT ... ON CONFLICT.
+        try:
+            async with conn.transaction():
+                await conn.copy_records_to_table(table.collection, schema_name=PG_SCHEMA, records=rows,
+                                                 columns=list(table.column_names))
+            continue
+        except UniqueViolation:
+            pass
         staging = f"streamer_stage_chimbuko_{table.collection}"
         await conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {staging} "
                            f"(LIKE {table_name(table, 'postgresql')}) ON COMMIT DELETE ROWS")
