@@ -419,3 +419,63 @@ def test_cli_follow_kill9_then_resume_loses_and_repeats_nothing(tmp_path: Path, 
                 "chimbuko.anomaly" if table == "anomalies" else "chimbuko.normalexec"], dict(row))
     assert sorted(rows) == sorted(ids)
     assert [rows[i] for i in ids] == [{k: v for k, v in r.items() if v is not None} for r in records]
+
+
+async def _collect_until(source, seen: list, count: int) -> None:
+    for _ in range(800):
+        if len(seen) >= count:
+            return
+        await asyncio.sleep(0.01)
+
+
+async def test_follow_across_rotation_into_a_file_of_another_layout(tmp_path: Path) -> None:
+    path = tmp_path / "metadata.json"
+    records = COLLECTIONS["metadata"]
+    path.write_bytes(dump_records(records[:3], "pretty") + b'{\n  "descr": "cut')  # rotated mid-record
+    source = ProvenanceSource([path], follow=True, poll_interval=0.02, report=(messages := []).append)
+    seen: list = []
+
+    async def consume() -> None:
+        async for batch in source.batches():
+            seen.extend(batch.events)
+
+    task = asyncio.create_task(consume())
+    try:
+        await _collect_until(source, seen, 3)
+        path.rename(tmp_path / "metadata.json.1")
+        path.write_bytes(dump_records(records[3:6], "array"))
+        await _collect_until(source, seen, 6)
+        await asyncio.sleep(0.1)
+    finally:
+        source.stop()
+        await asyncio.wait_for(task, 5)
+    assert [chimbuko.record_of(e) for e in seen] == records[:6]
+    assert len(messages) == 1 and messages[0].startswith(f"{path}:")
+    assert "record cut off (file rotated or truncated" in messages[0]
+
+
+async def test_tail_starts_at_the_end_of_a_provenance_file(tmp_path: Path) -> None:
+    from streamer.sources.provenance import end_position
+
+    path = tmp_path / "anomalies.jsonl"
+    records = COLLECTIONS["anomalies"]
+    path.write_bytes(dump_records(records[:2]))
+    source = ProvenanceSource([path], follow=True, poll_interval=0.02)
+    source.positions[source.key(path)] = end_position(path, 2)
+    seen: list = []
+
+    async def consume() -> None:
+        async for batch in source.batches():
+            seen.extend(batch.events)
+
+    task = asyncio.create_task(consume())
+    try:
+        await asyncio.sleep(0.1)
+        with open(path, "ab") as handle:
+            handle.write(dump_records(records[2:4]))
+        await _collect_until(source, seen, 2)
+        await asyncio.sleep(0.05)
+    finally:
+        source.stop()
+        await asyncio.wait_for(task, 5)
+    assert [chimbuko.record_of(e) for e in seen] == records[2:4]

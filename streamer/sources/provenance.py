@@ -247,10 +247,22 @@ class ProvenanceSource(EventFileSource):
         follower = FileFollower(path, follow=self.follow, start=start, poll_interval=self.poll_interval)
         self._followers.append(follower)
         scanner: _Scanner | None = None
+        expected: tuple[int, int, int] | None = None  # (dev, ino, offset) the next chunk should start at
         async for chunk in follower.chunks():
             events: list[Event] = []
             base = chunk.position
             try:
+                if expected is not None and expected != (base.dev, base.ino, chunk.start):
+                    # the follower moved: a new file (rotation), a truncation, or an overlong line skipped
+                    if scanner is not None:
+                        if scanner.pending:
+                            self._bad(path, scanner.line + 1 + _leading_newlines(scanner.buf),
+                                      "record cut off (file rotated or truncated, or a line too long): skipped")
+                        state = scanner.state
+                        scanner = None
+                    if chunk.start == 0:
+                        state = None  # a file read from its start: its layout is decided again
+                expected = (base.dev, base.ino, base.offset)
                 for line_no, reason in chunk.problems:
                     self._bad(path, line_no, reason)
                 if state is None:  # decided by the first non-blank line
