@@ -70,6 +70,18 @@ def test_every_record_validates_and_names_its_event(collection: str) -> None:
         assert "event.label" in event.fields or collection not in ("anomalies", "normalexecs")
 
 
+def test_event_model_is_the_records_pydantic_model() -> None:
+    record = next(r for r in COLLECTIONS["anomalies"] if r["is_gpu_event"])
+    model = event_of("anomalies", record).model()
+    assert isinstance(model, chimbuko.FunctionEvent)
+    assert model.call_stack[0].is_anomaly is True and model.sonata_id == record["__id"]
+    assert model.gpu_location.thread == record["tid"] and model.gpu_parent.call_stack[0].func == "cudaLaunchKernel"
+    assert isinstance(model.algo_params, chimbuko.HistogramParams)
+    assert model.algo_params.histogram.bin_edges == record["algo_params"]["histogram"]["Histogram Bin Edges"]
+    stats = event_of("func_stats", COLLECTIONS["func_stats"][2]).model()
+    assert isinstance(stats.runtime_profile.inclusive_runtime, chimbuko.RunStats)
+
+
 def test_stable_id_is_the_records_identity() -> None:
     record = COLLECTIONS["anomalies"][0]
     event = event_of("anomalies", record)
@@ -479,3 +491,36 @@ async def test_tail_starts_at_the_end_of_a_provenance_file(tmp_path: Path) -> No
         source.stop()
         await asyncio.wait_for(task, 5)
     assert [chimbuko.record_of(e) for e in seen] == records[2:4]
+
+
+async def test_records_parked_in_an_overflow_file_come_back_unchanged(tmp_path: Path) -> None:
+    """A stalled endpoint's records go to its overflow file (JSON) and return equal, nested parts included."""
+    from typing import Sequence
+
+    from streamer.bus import Bus, make_route
+    from streamer.endpoints.base import Endpoint
+    from streamer.sources.base import Batch
+    from streamer.urls import EndpointURL
+
+    class Stalled(Endpoint):
+        def __init__(self, gate: asyncio.Event) -> None:
+            super().__init__(EndpointURL.parse("file:///stalled"),
+                             {"buffer": 10, "batch": 5, "overflow_dir": str(tmp_path)})
+            self.gate, self.received = gate, []
+
+        async def write(self, batch: Sequence) -> None:
+            await self.gate.wait()
+            self.received.extend(batch)
+
+    gate = asyncio.Event()
+    endpoint = Stalled(gate)
+    bus = Bus([make_route(endpoint)])
+    await bus.start()
+    expected = [event_of(c, r) for c, r in ALL]
+    for start in range(0, len(expected), 7):
+        await bus.publish(Batch(expected[start:start + 7]))
+    assert list(tmp_path.glob("*.overflow"))
+    gate.set()
+    await bus.close()
+    assert endpoint.received == expected
+    assert [chimbuko.record_of(e) for e in endpoint.received] == [r for _, r in ALL]
