@@ -103,7 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     tail = commands.add_parser("tail", help="print events as they arrive (event file or AMQP broker)",
                                description="Print events from an event file (like tail -F) or from an "
-                                           "AMQP exchange, one readable line each.",
+                                           "AMQP exchange, one readable line each. Chimbuko provenance "
+                                           "records show function, rank, io step, runtime and anomaly score.",
                                epilog=EPILOG, formatter_class=HelpFormatter)
     tail.add_argument("source", metavar="FILE|AMQP-URL")
     tail.add_argument("--events", metavar="PATTERNS", default="*", help="only events matching these globs")

@@ -61,7 +61,8 @@ def pretty_line(event: Event, *, colour: bool) -> str:
     fields = event.fields
     if event.name.startswith(chimbuko.PREFIX):
         line = chimbuko.pretty(event)
-        return f"{_colour_for(event)}{line}{_RESET}" if colour else line
+        tint = _COLOURS["error"] if event.name == "chimbuko.anomaly" else _COLOURS["other"]
+        return f"{tint}{line}{_RESET}" if colour else line
     subject = fields.get("job.id", "")
     if "job_inst.id" in fields:
         subject = f"{subject}#{fields['job_inst.id']}"
