@@ -12,7 +12,7 @@ import sys
 from datetime import datetime, timezone
 from typing import Any, Sequence, TextIO
 
-from ..events import Event, bp, chimbuko, jsonenc
+from ..events import Event, bp, chimbuko, chimbuko_forms, jsonenc
 from ..urls import EndpointURL
 from .base import Endpoint
 
@@ -60,7 +60,7 @@ def _clock(ts: Any) -> str:
 def pretty_line(event: Event, *, colour: bool) -> str:
     fields = event.fields
     if event.name.startswith(chimbuko.PREFIX):
-        line = chimbuko.pretty(event)
+        line = chimbuko_forms.pretty(event)
         tint = _COLOURS["error"] if event.name == "chimbuko.anomaly" else _COLOURS["other"]
         return f"{tint}{line}{_RESET}" if colour else line
     subject = fields.get("job.id", "")

@@ -15,7 +15,7 @@ import re
 from typing import Any, Callable
 
 from ..compiled import fast_module
-from . import chimbuko, legacy, schema
+from . import chimbuko, chimbuko_forms, legacy, schema
 from .event import ID_FIELD, Event, FieldError, _parse_ts_cached, format_ts, typing_plan
 from .registry import note_unknown
 
@@ -145,7 +145,7 @@ def parse_line(line: str) -> Event:
     if name.startswith(chimbuko.PREFIX):  # provenance record: `ts` is derived, values are JSON
         del pairs["ts"]
         try:
-            return chimbuko.from_bp_pairs(name, pairs)
+            return chimbuko_forms.from_bp_pairs(name, pairs)
         except chimbuko.RecordError as exc:
             raise BPError(str(exc)) from None
     faithful = True  # the line is a BP form of the event: no 3.x name or field translated
@@ -254,9 +254,9 @@ def _format_python(head: str, fields: dict[str, Any]) -> str:
 
 
 def _format_record(event: Event) -> str:
-    """A provenance record's BP line: `ts` derived (see chimbuko.bp_ts), nested values as JSON text."""
-    parts = [f"ts={format_ts(chimbuko.bp_ts(event))} event={event.name} level=Info"]
-    value_text = chimbuko.bp_value
+    """A provenance record's BP line: `ts` derived (see chimbuko_forms.bp_ts), nested values as JSON text."""
+    parts = [f"ts={format_ts(chimbuko_forms.bp_ts(event))} event={event.name} level=Info"]
+    value_text = chimbuko_forms.bp_value
     parts += [f"{key}={_quote(value_text(key, value))}" for key, value in event.fields.items()]
     return " ".join(parts)
 

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import orjson
 
 from ..compiled import fast_module
-from . import chimbuko, legacy, schema
+from . import chimbuko, chimbuko_forms, legacy, schema
 from .event import ID_FIELD, Event, FieldError, _batch_ready, wide_json
 from .registry import note_unknown
 
@@ -131,7 +131,7 @@ def from_dict(obj: dict[str, Any]) -> Event:
         raise JSONError('no "event" key')
     if name.startswith(chimbuko.PREFIX):  # provenance records: their own schema
         try:
-            return chimbuko.from_json_object(obj)
+            return chimbuko_forms.from_json_object(obj)
         except chimbuko.RecordError as exc:
             raise JSONError(str(exc)) from None
     names = _dotted_names(name)
