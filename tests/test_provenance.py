@@ -524,3 +524,18 @@ async def test_records_parked_in_an_overflow_file_come_back_unchanged(tmp_path: 
     await bus.close()
     assert endpoint.received == expected
     assert [chimbuko.record_of(e) for e in endpoint.received] == [r for _, r in ALL]
+
+
+def test_event_file_lines_holding_provenance_records_are_recognised(tmp_path: Path) -> None:
+    """A JSON-lines event file that is not named or started like an export still takes records by content."""
+    path = tmp_path / "mixed.jsonl"
+    stampede = ('{"ts": 1, "xwf_id": "ea17e8ac-02ac-4909-b5e3-16e367392556", "restart_count": 0, '
+                '"event": "stampede.xwf.start"}')
+    record = COLLECTIONS["counter_stats"][0]
+    path.write_text("\n".join([stampede, orjson.dumps(record).decode(), '{"nothing": 1}']) + "\n")
+    assert not is_provenance_file(path)
+    messages: list[str] = []
+    events = asyncio.run(read_all(EventFileSource([path], report=messages.append)))
+    assert [e.name for e in events] == ["stampede.xwf.start", "chimbuko.counter_stats"]
+    assert chimbuko.record_of(events[1]) == record
+    assert messages == [f'{path}:3: no "event" key']

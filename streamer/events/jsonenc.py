@@ -105,6 +105,9 @@ class JSONError(ValueError):
     """A JSON line that is not an event."""
 
 
+NO_EVENT = 'no "event" key'
+
+
 _dotted: dict[str, dict[str, str]] = {}
 
 
@@ -128,7 +131,7 @@ def from_dict(obj: dict[str, Any]) -> Event:
     """A monitord/streamer JSON object -> Event (raises JSONError)."""
     name = obj.get("event")
     if not isinstance(name, str) or not name:
-        raise JSONError('no "event" key')
+        raise JSONError(NO_EVENT)
     if name.startswith(chimbuko.PREFIX):  # provenance records: their own schema
         try:
             return chimbuko_forms.from_json_object(obj)
