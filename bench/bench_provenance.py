@@ -11,7 +11,9 @@ in the same run measures:
   streamer `streamer load records.jsonl --dest file://out.jsonl --dest postgresql://.../<fresh db>`
            in a subprocess: records/s and peak RSS.
 It checks that the JSONL file has one line and PostgreSQL one row per record,
-and also loads a quarter of the input to show memory stays flat in its size.
+and also loads a quarter of the input to compare memory. Memory is bounded by the
+endpoints' buffers (`?buffer=N` events each, default 50,000), and a record in memory
+(nested dicts and lists) weighs several KiB: `--buffer 5000` shows the bound.
 """
 
 from __future__ import annotations
@@ -104,7 +106,7 @@ async def _count_rows(dsn: str) -> int:
         await conn.close()
 
 
-def run_streamer(path: Path, workdir: Path, dsn: str, expected: int) -> tuple[float, int]:
+def run_streamer(path: Path, workdir: Path, dsn: str, expected: int, buffer: int | None = None) -> tuple[float, int]:
     """Seconds and peak RSS (KiB) of one `streamer load` into a JSONL file and a fresh PostgreSQL database."""
     out = workdir / "out.jsonl"
     out.unlink(missing_ok=True)
@@ -112,8 +114,9 @@ def run_streamer(path: Path, workdir: Path, dsn: str, expected: int) -> tuple[fl
     asyncio.run(_admin(dsn, f"CREATE DATABASE {name}"))
     db = dsn.rsplit("/", 1)[0] + f"/{name}"
     try:
+        query = f"?buffer={buffer}" if buffer else ""
         command = [sys.executable, "-m", "streamer", "load", str(path), "-q",
-                   "--dest", f"file://{out}", "--dest", db]
+                   "--dest", f"file://{out}{query}", "--dest", f"{db}{query}"]
         result = subprocess.run([sys.executable, "-c", _MEASURE, *command], check=True, cwd=ROOT,
                                 capture_output=True, text=True).stdout.split()
         lines = sum(1 for _ in open(out, "rb"))
@@ -131,6 +134,8 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--dsn", default="postgresql://postgres@127.0.0.1:5432/postgres",
                         help="PostgreSQL server to create the benchmark databases in")
+    parser.add_argument("--buffer", type=int, help="?buffer=N for both endpoints (events held in memory per "
+                        "endpoint; default the bus's 50,000)")
     parser.add_argument("--keep", action="store_true", help="keep the input and output files")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="streamer-bench-prov-"))
@@ -143,13 +148,13 @@ def main() -> int:
     floors, ours, rss = [], [], []
     for run in range(args.runs):
         f = floor(big)
-        s, peak = run_streamer(big, workdir, args.dsn, count)
+        s, peak = run_streamer(big, workdir, args.dsn, count, args.buffer)
         floors.append(count / f)
         ours.append(count / s)
         rss.append(peak)
         print(f"run {run + 1}: floor {count / f:,.0f} records/s ({f:.1f} s); streamer -> JSONL + PostgreSQL "
               f"{count / s:,.0f} records/s ({s:.1f} s), peak RSS {peak / 1024:,.0f} MiB; ratio {f / s:.3f}")
-    _, quarter_peak = run_streamer(small, small.parent, args.dsn, quarter)
+    _, quarter_peak = run_streamer(small, small.parent, args.dsn, quarter, args.buffer)
     print(f"median: floor {statistics.median(floors):,.0f} records/s, streamer {statistics.median(ours):,.0f} "
           f"records/s ({statistics.median(ours) / statistics.median(floors):.1%} of the floor); "
           f"peak RSS {max(rss) / 1024:,.0f} MiB at {count:,} records, {quarter_peak / 1024:,.0f} MiB at {quarter:,}")
