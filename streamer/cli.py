@@ -34,6 +34,7 @@ endpoint URLs (--dest, repeatable; each takes ?events=PATTERNS):
   amqp://user:pass@host:5672/vhost/exchange   RabbitMQ topic exchange (amqps:// for TLS)
   postgresql://user@host:5432/db              Stampede schema, created if missing
   sqlite:///relative.db  sqlite:////abs.db    Stampede schema, embedded
+  (Chimbuko provenance records, chimbuko.* events, go to their own tables beside it)
 
 filters (?events=, --events): comma-separated globs, OR-ed; * matches any run
 of characters (dots too), ? one character, !pattern excludes.
@@ -43,6 +44,8 @@ examples:
   streamer load run.bp --dest file:///tmp/all.jsonl --dest 'file:///tmp/wf.bp?events=stampede.xwf.*'
   streamer load run.bp --dest amqp://guest:guest@localhost:5672/%2F/pegasus --follow --checkpoint run.ckpt
   streamer tail /tmp/all.jsonl --events 'stampede.job_inst.main.end'
+  streamer load provdb/anomalies.jsonl provdb/func_stats.json --dest postgresql://postgres@localhost/prov
+  streamer tail provdb/anomalies.jsonl --from-start --no-follow    # function, rank, step, runtime, score
   streamer tail amqp://guest:guest@localhost/%2F/pegasus --events 'stampede.job_inst.*'
   streamer replay /path/to/submit/dir            # jobstate.log + <dag>.stampede.db, like monitord -r
   streamer follow /path/to/submit/dir --dest amqp://...   # live, until DAGMan exits
@@ -81,9 +84,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     load = commands.add_parser("load", help="publish the events of .bp / .jsonl files to endpoints",
                                description="Read Stampede events from .bp or .jsonl files (replay to the end, "
-                                           "or --follow like tail -F) and publish them to every --dest.",
+                                           "or --follow like tail -F) and publish them to every --dest. "
+                                           "Chimbuko provenance exports (one file per collection: "
+                                           "anomalies.jsonl, normalexecs.json, metadata.jsonl, func_stats.json, "
+                                           "counter_stats.jsonl, ad_model.json; JSON lines, arrays or "
+                                           "documents) are recognised by name or content and published as "
+                                           "chimbuko.* events.",
                                epilog=EPILOG, formatter_class=HelpFormatter)
-    load.add_argument("files", nargs="+", metavar="FILE", help=".bp or .jsonl event file(s)")
+    load.add_argument("files", nargs="+", metavar="FILE",
+                      help=".bp or .jsonl event file(s), or Chimbuko provenance exports (anomalies.jsonl, ...)")
     _endpoint_options(load)
     load.add_argument("-f", "--follow", action="store_true",
                       help="keep reading as the files grow (rotation, truncation, late creation handled)")
@@ -94,7 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     tail = commands.add_parser("tail", help="print events as they arrive (event file or AMQP broker)",
                                description="Print events from an event file (like tail -F) or from an "
-                                           "AMQP exchange, one readable line each.",
+                                           "AMQP exchange, one readable line each. Chimbuko provenance "
+                                           "records show function, rank, io step, runtime and anomaly score.",
                                epilog=EPILOG, formatter_class=HelpFormatter)
     tail.add_argument("source", metavar="FILE|AMQP-URL")
     tail.add_argument("--events", metavar="PATTERNS", default="*", help="only events matching these globs")
@@ -169,7 +179,7 @@ def collect_endpoints(args: argparse.Namespace, defaults: list[str] | None = Non
 
 async def cmd_load(args: argparse.Namespace) -> int:
     from .pipeline import print_summary, run_pipeline
-    from .sources.eventfile import EventFileSource
+    from .sources.provenance import open_source
 
     settings = collect_endpoints(args)
     if not settings.endpoints:
@@ -179,8 +189,8 @@ async def cmd_load(args: argparse.Namespace) -> int:
         if path.is_dir():
             raise ConfigError(f"{name}: is a directory, not an event file (for a submit dir use: streamer replay {name})")
         _check_input(path, args.follow)
-    source = EventFileSource(args.files, follow=args.follow, checkpoint=args.checkpoint or settings.checkpoint,
-                             strict=args.strict, report=_report)
+    source = open_source(args.files, follow=args.follow, checkpoint=args.checkpoint or settings.checkpoint,
+                         strict=args.strict, report=_report)
     result = await run_pipeline(source, settings.endpoints, on_error=settings.on_error,
                                 progress=None if not args.quiet else False)
     if not args.quiet:
@@ -244,13 +254,15 @@ async def cmd_tail(args: argparse.Namespace) -> int:
         source = AMQPSource(with_password(EndpointURL.parse(args.source)).raw, events=args.events, queue=args.queue)
         setattr(source, "follow", True)
     else:
-        from .sources.eventfile import EventFileSource
+        from .sources.provenance import ProvenanceSource, end_position, open_source
 
         path = Path(args.source)
         _check_input(path, not args.no_follow)
-        source = EventFileSource([path], follow=not args.no_follow, report=_report)
+        source = open_source([path], follow=not args.no_follow, report=_report)
         if not args.from_start and not args.no_follow:
             start = _tail_start(path)
+            if start is not None and isinstance(source, ProvenanceSource):
+                start = end_position(path, start.line)
             if start is not None:
                 source.positions[source.key(path)] = start
     result = await run_pipeline(source, [], endpoints=[terminal], progress=False)

@@ -63,8 +63,8 @@ def test_url_forms() -> None:
 def test_routing_keys_and_default_filter() -> None:
     assert routing_key("stampede.inv.end", "event") == "stampede.inv.end"
     assert routing_key("stampede.inv.end", "underscore") == "stampede_inv_end"
-    assert AMQPEndpoint.default_events == MONITORD_EVENTS == (
-        "stampede.job_inst.tag,stampede.job_inst.composite,stampede.inv.end,stampede.wf.plan")
+    assert AMQPEndpoint.default_events == MONITORD_EVENTS + ",chimbuko.*"
+    assert MONITORD_EVENTS == "stampede.job_inst.tag,stampede.job_inst.composite,stampede.inv.end,stampede.wf.plan"
 
 
 def test_content_header_is_what_pamqp_encodes() -> None:

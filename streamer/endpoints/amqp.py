@@ -347,7 +347,7 @@ class AMQPEndpoint(Endpoint):
     """Publishes events to a RabbitMQ exchange with confirms; spools while the broker is away."""
 
     schemes = ("amqp", "amqps")
-    default_events = MONITORD_EVENTS
+    default_events = MONITORD_EVENTS + ",chimbuko.*"  # monitord's events, and every provenance record
 
     def __init__(self, url: EndpointURL, options: dict[str, Any] | None = None) -> None:
         super().__init__(url, options)

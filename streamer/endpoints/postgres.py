@@ -23,6 +23,7 @@ from typing import Any, Sequence
 
 from ..events import Event
 from ..urls import EndpointURL, mask
+from . import provenance_schema
 from . import stampede_schema as schema
 from .base import Endpoint, EndpointError
 from .dbcommon import WriteStats
@@ -71,7 +72,7 @@ class PostgresEndpoint(Endpoint):
     """Stampede schema in PostgreSQL, batched, reconnecting."""
 
     schemes = ("postgresql", "postgres")
-    default_events = "stampede.*"
+    default_events = "stampede.*,chimbuko.*"
 
     def __init__(self, url: EndpointURL, options: dict[str, Any] | None = None) -> None:
         super().__init__(url, options)
@@ -129,8 +130,22 @@ class PostgresEndpoint(Endpoint):
 
     async def write(self, batch: Sequence[Event]) -> None:
         if batch:
-            events = list(batch)
-            await self._retrying(f"batch of {len(events)} events", self._write_once, events)
+            records, events = provenance_schema.split(batch)
+            if events:
+                await self._retrying(f"batch of {len(events)} events", self._write_once, events)
+            if records:  # Chimbuko provenance records: their own tables (provenance_schema.py)
+                await self._retrying(f"batch of {len(records)} provenance records", self._write_records, records)
+
+    async def _write_records(self, records: list[Event]) -> None:
+        async with self._pool.acquire() as conn:
+            if not getattr(self, "_records_ready", False):
+                await provenance_schema.ensure_postgres(conn)
+                self._records_ready = True
+            async with conn.transaction():
+                rows = await provenance_schema.write_postgres(conn, records)
+        self.stats.events += len(records)
+        self.stats.rows += rows
+        self.stats.batches += 1
 
     async def _retrying(self, what: str, fn: Any, *args: Any, deadline: float | None = None) -> Any:
         give_up = time.monotonic() + (self.retry_for if deadline is None else deadline)

@@ -24,6 +24,7 @@ from typing import Any, Callable, Sequence
 
 from ..events import Event
 from ..urls import EndpointURL
+from . import provenance_schema
 from . import stampede_schema as schema
 from .base import Endpoint, EndpointError
 from .dbcommon import WriteStats
@@ -76,7 +77,7 @@ class SQLiteEndpoint(Endpoint):
     """Stampede schema in a SQLite file, written by one worker thread."""
 
     schemes = ("sqlite",)
-    default_events = "stampede.*"
+    default_events = "stampede.*,chimbuko.*"
 
     def __init__(self, url: EndpointURL, options: dict[str, Any] | None = None) -> None:
         super().__init__(url, options)
@@ -143,6 +144,33 @@ class SQLiteEndpoint(Endpoint):
         self._loader = Loader(SQLITE, self._ids, replay=self.flag("replay"))
 
     def _write_sync(self, batch: list[Event]) -> None:
+        records, batch = provenance_schema.split(batch)
+        if records:  # Chimbuko provenance records: their own tables (provenance_schema.py)
+            self._write_records_sync(records)
+        if batch:
+            self._write_events_sync(batch)
+
+    def _write_records_sync(self, records: list[Event]) -> None:
+        conn = self._conn
+        assert conn is not None
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            if not getattr(self, "_records_ready", False):
+                provenance_schema.ensure_sqlite(conn)
+            rows = provenance_schema.write_sqlite(conn, records)
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
+                raise EndpointError(f"{self.name}: batch of {len(records)} provenance records not written: {exc}") from None
+            raise
+        self._records_ready = True
+        self.stats.events += len(records)
+        self.stats.rows += rows
+        self.stats.batches += 1
+
+    def _write_events_sync(self, batch: list[Event]) -> None:
         conn, loader = self._conn, self._loader
         assert conn is not None and loader is not None and self._ids is not None
         try:

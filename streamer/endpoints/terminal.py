@@ -12,7 +12,7 @@ import sys
 from datetime import datetime, timezone
 from typing import Any, Sequence, TextIO
 
-from ..events import Event, bp, jsonenc
+from ..events import Event, bp, chimbuko, chimbuko_forms, jsonenc
 from ..urls import EndpointURL
 from .base import Endpoint
 
@@ -59,6 +59,10 @@ def _clock(ts: Any) -> str:
 
 def pretty_line(event: Event, *, colour: bool) -> str:
     fields = event.fields
+    if event.name.startswith(chimbuko.PREFIX):
+        line = chimbuko_forms.pretty(event)
+        tint = _COLOURS["error"] if event.name == "chimbuko.anomaly" else _COLOURS["other"]
+        return f"{tint}{line}{_RESET}" if colour else line
     subject = fields.get("job.id", "")
     if "job_inst.id" in fields:
         subject = f"{subject}#{fields['job_inst.id']}"

@@ -15,7 +15,7 @@ import re
 from typing import Any, Callable
 
 from ..compiled import fast_module
-from . import legacy, schema
+from . import chimbuko, chimbuko_forms, legacy, schema
 from .event import ID_FIELD, Event, FieldError, _parse_ts_cached, format_ts, typing_plan, verify_id
 from .registry import note_unknown
 
@@ -41,6 +41,8 @@ def _plan_for(name: str) -> Plan | None:
     the line is a faithful BP form of the event); None: `parse_line` does it all.
     """
     renames = None
+    if name.startswith(chimbuko.PREFIX):  # provenance records: parse_line types them
+        return None
     if name in legacy.LEGACY:
         new_name, renames, fixed = legacy.LEGACY[name]
         if new_name != name or fixed:
@@ -154,6 +156,12 @@ def parse_line(line: str) -> Event:
         raise BPError("no ts= field")
     if pairs.get("level") == "Info":
         del pairs["level"]
+    if name.startswith(chimbuko.PREFIX):  # provenance record: `ts` is derived, values are JSON
+        del pairs["ts"]
+        try:
+            return chimbuko_forms.from_bp_pairs(name, pairs)
+        except chimbuko.RecordError as exc:
+            raise BPError(str(exc)) from None
     faithful = True  # the line is a BP form of the event: no 3.x name or field translated
     if name in legacy.LEGACY:
         name, translated = legacy.translate(name, pairs)
@@ -239,6 +247,8 @@ def join(events: list[Event]) -> bytes:
 
 def _format_fields(event: Event) -> str:
     fields = event.fields
+    if event.name.startswith(chimbuko.PREFIX):
+        return _format_record(event)
     ts = fields.get("ts")
     head = (f"ts={format_ts(ts) if isinstance(ts, (int, float)) else _ts_now()} event={event.name}"
             f" level={fields.get('level') or 'Info'}")
@@ -254,6 +264,14 @@ def _format_python(head: str, fields: dict[str, Any]) -> str:
     text = _text
     parts = [head]
     parts += [f"{key}={text(value)}" for key, value in fields.items() if key != "ts" and key != "level"]
+    return " ".join(parts)
+
+
+def _format_record(event: Event) -> str:
+    """A provenance record's BP line: `ts` derived (see chimbuko_forms.bp_ts), nested values as JSON text."""
+    parts = [f"ts={format_ts(chimbuko_forms.bp_ts(event))} event={event.name} level=Info"]
+    value_text = chimbuko_forms.bp_value
+    parts += [f"{key}={_quote(value_text(key, value))}" for key, value in event.fields.items()]
     return " ".join(parts)
 
 

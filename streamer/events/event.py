@@ -334,6 +334,10 @@ class Event:
 
     def model(self) -> Any:
         """The validated pydantic model of this event (raises pydantic.ValidationError)."""
+        if self.name.startswith("chimbuko."):  # a provenance record: its own models
+            from .chimbuko import model, record_of
+
+            return model(self.name, record_of(self))
         from .models import model_for
 
         return model_for(self.name).model_validate(self.fields)

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 import orjson
 
 from ..compiled import fast_module
-from . import legacy, schema
+from . import chimbuko, chimbuko_forms, legacy, schema
 from .event import ID_FIELD, Event, FieldError, _batch_ready, verify_id, wide_json
 from .registry import note_unknown
 
@@ -107,6 +107,9 @@ class JSONError(ValueError):
     """A JSON line that is not an event."""
 
 
+NO_EVENT = 'no "event" key'
+
+
 _dotted: dict[str, dict[str, str]] = {}
 
 
@@ -133,7 +136,12 @@ def from_dict(obj: dict[str, Any]) -> Event:
     """A monitord/streamer JSON object -> Event (raises JSONError)."""
     name = obj.get("event")
     if not isinstance(name, str) or not name:
-        raise JSONError('no "event" key')
+        raise JSONError(NO_EVENT)
+    if name.startswith(chimbuko.PREFIX):  # provenance records: their own schema
+        try:
+            return chimbuko_forms.from_json_object(obj)
+        except chimbuko.RecordError as exc:
+            raise JSONError(str(exc)) from None
     names = _dotted_names(name)
     raw = {names.get(k, k): v for k, v in obj.items() if k != "event" and k != JSON_ID_KEY}
     if raw.get("level") == "Info":

@@ -17,8 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable
 
+import orjson
+
 from ..atomic import write_atomically
-from ..events import Event, bp, jsonenc
+from ..events import Event, bp, chimbuko, jsonenc
 from .base import Batch, Source, SourceError
 from .follow import Chunk, FileFollower, FilePosition
 
@@ -47,7 +49,13 @@ def decode_line(raw: bytes | str) -> Event | None:
     if text[0] == "{":
         if "\x00" in text:
             raise ValueError("NUL byte in line")
-        return jsonenc.parse_line(text)
+        try:
+            return jsonenc.parse_line(text)
+        except jsonenc.JSONError as exc:
+            record = orjson.loads(text) if str(exc) == jsonenc.NO_EVENT else None
+            if not chimbuko.looks_like_record(record):
+                raise
+            return chimbuko.event_from_record(record)  # a Chimbuko provenance record, known by its content
     return bp.parse_line(text)  # names a NUL byte itself
 
 

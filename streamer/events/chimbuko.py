@@ -1,0 +1,465 @@
+"""Chimbuko provenance records (seed 004) as typed events.
+
+Chimbuko's provenance database holds six collections; each record becomes one
+event named after its collection:
+
+| collection      | database | event name               | identity (stable id)        |
+|-----------------|----------|--------------------------|-----------------------------|
+| `anomalies`     | main     | `chimbuko.anomaly`       | pid, rid, event label       |
+| `normalexecs`   | main     | `chimbuko.normalexec`    | pid, rid, event label       |
+| `metadata`      | main     | `chimbuko.metadata`      | pid, rid, tid, descr        |
+| `func_stats`    | global   | `chimbuko.func_stats`    | app, fid                    |
+| `counter_stats` | global   | `chimbuko.counter_stats` | app, counter                |
+| `ad_model`      | global   | `chimbuko.ad_model`      | pid, fid                    |
+
+An event's fields are the record's own keys and values (nested parts stay
+nested), with two renames that keep streamer's conventions intact: the
+record's `event_id` (the "rank:io_step:idx" event label) is the field
+`event.label`, since `event_id` is the stable id in every JSON form, and
+Sonata's `__id` is `sonata.id`. The stable id hashes the record's identity
+(table above), not its content: reading the same record again, from any file
+or form, gives the same id, so endpoints drop it as a duplicate.
+
+Records are validated by the pydantic models below (the seed's fields,
+nesting and types; unknown extra keys are kept) when they enter from a file
+or the network; the event keeps the record's values exactly as written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from types import UnionType
+from typing import Annotated, Any, Literal, NotRequired, Optional, Union, get_args, get_origin
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from typing_extensions import TypedDict
+
+PREFIX = "chimbuko."
+
+COLLECTIONS: dict[str, str] = {
+    "anomalies": "chimbuko.anomaly",
+    "normalexecs": "chimbuko.normalexec",
+    "metadata": "chimbuko.metadata",
+    "func_stats": "chimbuko.func_stats",
+    "counter_stats": "chimbuko.counter_stats",
+    "ad_model": "chimbuko.ad_model",
+}
+"""Collection name -> event name."""
+
+COLLECTION_OF = {name: collection for collection, name in COLLECTIONS.items()}
+"""Event name -> collection name."""
+
+NAMES = tuple(COLLECTIONS.values())
+
+RENAMES = {"event_id": "event.label", "__id": "sonata.id"}
+"""Record key -> event field, where the record's key would clash with streamer's."""
+RECORD_KEYS = {field: key for key, field in RENAMES.items()}
+
+Number = Union[int, float]
+
+
+class _Record(BaseModel):
+    """Strict types (no "5" for 5, no 1 for true); unknown keys are kept."""
+
+    model_config = ConfigDict(extra="allow", strict=True, populate_by_name=True)
+
+
+# ---------------------------------------------------------------- nested parts
+
+class CallFrame(_Record):
+    """One function execution of a call stack (the first is the event's own)."""
+
+    entry: Number
+    exit: Number
+    fid: int
+    func: str
+    event_id: str
+    is_anomaly: Optional[bool] = None
+
+
+class ExecWindowFrame(CallFrame):
+    parent_event_id: Optional[str] = None
+
+
+class CounterEvent(_Record):
+    counter_idx: int
+    counter_name: str
+    counter_value: Number
+    pid: int
+    rid: int
+    tid: int
+    ts: Number
+
+
+class CommEvent(_Record):
+    """An MPI communication in the window around an anomaly."""
+
+    type: Literal["SEND", "RECV"]
+    pid: int
+    rid: int
+    tid: int
+    src: int
+    tar: int
+    bytes: int
+    tag: int
+    timestamp: Number
+    execdata_key: str
+
+
+class EventWindow(_Record):
+    exec_window: list[ExecWindowFrame] = []
+    comm_window: list[CommEvent] = []
+
+
+class NodeStateDatum(_Record):
+    field: str
+    value: Any
+
+
+class NodeState(_Record):
+    """TAU's monitoring-plugin view of the node."""
+
+    data: list[NodeStateDatum]
+    timestamp: Number
+
+
+class GpuLocation(_Record):
+    context: int
+    device: int
+    stream: int
+    thread: int
+
+
+class GpuParentFrame(_Record):
+    entry: Number
+    exit: Number
+    fid: int
+    func: str
+    event_id: str
+
+
+class GpuParent(_Record):
+    event_id: str
+    tid: int
+    call_stack: list[GpuParentFrame] = []
+
+
+class RunStats(_Record):
+    """Chimbuko's RunStats: also the SSTD algorithm's parameters."""
+
+    accumulate: Optional[Number] = None
+    count: Number
+    kurtosis: Number
+    maximum: Number
+    mean: Number
+    minimum: Number
+    skewness: Number
+    stddev: Number
+
+
+class Histogram(_Record):
+    bin_counts: list[Number] = Field(alias="Histogram Bin Counts")
+    bin_edges: list[Number] = Field(alias="Histogram Bin Edges")
+
+
+class HistogramParams(_Record):
+    """The HBOS and COPOD algorithms' parameters."""
+
+    histogram: Histogram
+    internal_global_threshold: Number
+
+
+AlgoParams = Union[HistogramParams, RunStats, dict[str, Any]]
+"""SSTD or HBOS/COPOD parameters; any other algorithm's object is accepted as it is."""
+
+
+class AnomalyMetrics(_Record):
+    anomaly_count: RunStats
+    first_io_step: int
+    last_io_step: int
+    max_timestamp: Number
+    min_timestamp: Number
+    score: RunStats
+    severity: RunStats
+
+
+class RuntimeProfile(_Record):
+    exclusive_runtime: RunStats
+    inclusive_runtime: RunStats
+
+
+# ---------------------------------------------------------------- records
+
+class FunctionEvent(_Record):
+    """A function execution: a record of `anomalies` or of `normalexecs`."""
+
+    sonata_id: Optional[int] = Field(default=None, alias="__id")
+    version: Optional[Union[int, str]] = None
+    call_stack: list[CallFrame] = []
+    counter_events: list[CounterEvent] = []
+    entry: Number
+    exit: Number
+    event_id: str = Field(pattern=r"^\d+:\d+:\d+$")
+    fid: int
+    func: str
+    algo_params: Optional[AlgoParams] = None
+    is_gpu_event: bool = False
+    gpu_location: Optional[GpuLocation] = None
+    gpu_parent: Optional[GpuParent] = None
+    pid: int
+    rid: int
+    tid: int
+    hostname: Optional[str] = None
+    runtime_exclusive: Number
+    runtime_total: Number
+    io_step: int
+    io_step_tstart: Optional[Number] = None
+    io_step_tend: Optional[Number] = None
+    outlier_score: Optional[Number] = None
+    outlier_severity: Optional[Number] = None
+    event_window: Optional[EventWindow] = None
+    node_state: Optional[NodeState] = None
+
+
+class Metadata(_Record):
+    sonata_id: Optional[int] = Field(default=None, alias="__id")
+    descr: str
+    pid: int
+    rid: int
+    tid: int
+    value: Any
+
+
+class FuncStats(_Record):
+    sonata_id: Optional[int] = Field(default=None, alias="__id")
+    app: int
+    fid: int
+    fname: str
+    anomaly_metrics: Optional[AnomalyMetrics] = None
+    runtime_profile: RuntimeProfile
+
+
+class CounterStats(_Record):
+    sonata_id: Optional[int] = Field(default=None, alias="__id")
+    app: int
+    counter: str
+    stats: RunStats
+
+
+class ADModel(_Record):
+    sonata_id: Optional[int] = Field(default=None, alias="__id")
+    pid: int
+    fid: int
+    func_name: str
+    model: AlgoParams
+
+
+MODELS: dict[str, type[_Record]] = {
+    "chimbuko.anomaly": FunctionEvent,
+    "chimbuko.normalexec": FunctionEvent,
+    "chimbuko.metadata": Metadata,
+    "chimbuko.func_stats": FuncStats,
+    "chimbuko.counter_stats": CounterStats,
+    "chimbuko.ad_model": ADModel,
+}
+
+IDENTITY: dict[str, tuple[str, ...]] = {
+    "chimbuko.anomaly": ("pid", "rid", "event_id"),
+    "chimbuko.normalexec": ("pid", "rid", "event_id"),
+    "chimbuko.metadata": ("pid", "rid", "tid", "descr"),
+    "chimbuko.func_stats": ("app", "fid"),
+    "chimbuko.counter_stats": ("app", "counter"),
+    "chimbuko.ad_model": ("pid", "fid"),
+}
+"""Record keys whose values identify a record (its stable id)."""
+
+TEXT_FIELDS = frozenset(("func", "hostname", "event.label", "descr", "fname", "func_name", "counter"))
+"""Fields that are always text: written bare in BP (every other value is JSON there)."""
+
+
+class RecordError(ValueError):
+    """A record that does not fit its collection's schema; the message names the field."""
+
+
+def is_chimbuko(name: str) -> bool:
+    return name.startswith(PREFIX)
+
+
+# ---------------------------------------------------------------- recognising records
+
+def collection_for_path(name: str) -> str | None:
+    """`anomalies.jsonl`, `run1.normalexecs.json` -> the collection, or None."""
+    base = name.rsplit("/", 1)[-1]
+    for suffix in (".jsonl", ".ndjson", ".json"):
+        if base.endswith(suffix):
+            base = base[: -len(suffix)]
+            break
+    else:
+        return None
+    last = base.rsplit(".", 1)[-1]
+    return last if last in COLLECTIONS else None
+
+
+def classify(record: dict[str, Any], collection: str | None = None) -> str | None:
+    """The event name of a record: its `collection` field, the file's collection, or its content."""
+    named = record.get("collection")
+    if isinstance(named, str):
+        if named in COLLECTIONS:
+            return COLLECTIONS[named]
+        if named in COLLECTION_OF:
+            return named
+        raise RecordError(f"unknown collection {named!r} (known: {', '.join(COLLECTIONS)})")
+    if collection is not None:
+        return COLLECTIONS[collection]
+    if "event" in record:
+        return None  # a Stampede event in JSON form
+    if "event_id" in record and "runtime_total" in record:
+        stack = record.get("call_stack")
+        first = stack[0] if isinstance(stack, list) and stack and isinstance(stack[0], dict) else {}
+        return "chimbuko.anomaly" if first.get("is_anomaly") is True else "chimbuko.normalexec"
+    if "descr" in record and "value" in record:
+        return "chimbuko.metadata"
+    if "fname" in record and "runtime_profile" in record:
+        return "chimbuko.func_stats"
+    if "counter" in record and "stats" in record:
+        return "chimbuko.counter_stats"
+    if "func_name" in record and "model" in record:
+        return "chimbuko.ad_model"
+    return None
+
+
+def looks_like_record(record: Any) -> bool:
+    return isinstance(record, dict) and "event" not in record and classify_quietly(record) is not None
+
+
+def classify_quietly(record: dict[str, Any]) -> str | None:
+    try:
+        return classify(record)
+    except RecordError:
+        return None
+
+
+# ---------------------------------------------------------------- record <-> event
+
+# The models above are the schema. Checking a record builds no model instance: each model is
+# mirrored once as a TypedDict with the same keys (aliases), types and constraints, which
+# pydantic checks in Rust without making an object per nested part (2-3x faster per record).
+
+_TYPED: dict[type, Any] = {}
+_UNION_TAGS = {"int", "float", "str", "bool", "none", "dict[str,any]"}
+
+
+def _mirror(annotation: Any) -> Any:
+    """`annotation` with every model in it replaced by its TypedDict."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return _typed_dict(annotation)
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Annotated:
+        return Annotated[(_mirror(args[0]), *annotation.__metadata__)]  # type: ignore[misc]
+    if origin in (Union, UnionType):
+        return Union[tuple(_mirror(a) for a in args)]  # type: ignore[return-value]
+    if origin is list:
+        return list[_mirror(args[0])]  # type: ignore[misc]
+    if origin is dict:
+        return dict[args[0], _mirror(args[1])]  # type: ignore[misc]
+    return annotation
+
+
+def _typed_dict(model: type[BaseModel]) -> Any:
+    typed = _TYPED.get(model)
+    if typed is None:
+        fields: dict[str, Any] = {}
+        for name, info in model.model_fields.items():
+            annotation = _mirror(info.annotation)
+            if info.metadata:
+                annotation = Annotated[(annotation, *info.metadata)]  # type: ignore[misc]
+            fields[info.alias or name] = annotation if info.is_required() else NotRequired[annotation]
+        typed = TypedDict(model.__name__, fields)  # type: ignore[operator]
+        typed.__pydantic_config__ = ConfigDict(strict=True, extra="allow")  # type: ignore[attr-defined]
+        _TYPED[model] = typed
+        _UNION_TAGS.add(model.__name__)
+    return typed
+
+
+_checkers: dict[str, TypeAdapter] = {}
+
+
+def _checker(name: str) -> TypeAdapter:
+    checker = _checkers.get(name)
+    if checker is None:
+        checker = _checkers[name] = TypeAdapter(_typed_dict(MODELS[name]))
+    return checker
+
+
+def validate(name: str, record: dict[str, Any]) -> None:
+    """Check `record` against its collection's model (raises RecordError naming the field)."""
+    try:
+        _checker(name).validate_python(record)
+    except ValidationError as exc:
+        raise RecordError(_describe(exc)) from None
+
+
+def model(name: str, record: dict[str, Any]) -> _Record:
+    """The pydantic model instance of a record (raises pydantic.ValidationError)."""
+    return MODELS[name].model_validate(record)
+
+
+def _describe(exc: ValidationError) -> str:
+    """The first problem, named by the record's own keys (union alternatives merged)."""
+    problems: dict[str, list[dict]] = {}
+    for error in exc.errors(include_url=False):
+        loc = [str(p) for p in error["loc"] if not (isinstance(p, str) and p in _UNION_TAGS)]
+        problems.setdefault(".".join(loc) or "record", []).append(error)
+    where, errors = next(iter(problems.items()))
+    first = errors[0]
+    if first["type"] == "missing":
+        text = f"missing field {where}"
+    else:
+        kinds = {e["type"] for e in errors}
+        message = "input should be a number" if kinds == {"int_type", "float_type"} else first["msg"].lower()
+        value = first.get("input")
+        shown = orjson.dumps(value, default=str).decode()[:60] if value is not None else "null"
+        text = f"field {where}: {message} (got {shown})"
+    more = len(problems) - 1
+    return text + (f" (+{more} more)" if more else "")
+
+
+def identity_id(name: str, fields: dict[str, Any]) -> str:
+    """Stable id of a record: a BLAKE2b hash of its event name and identity values (32 hex digits)."""
+    values = [fields.get(key) for key in _IDENTITY_FIELDS[name]]
+    data = orjson.dumps([name, *values], default=str)
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+_IDENTITY_FIELDS = {name: tuple(RENAMES.get(key, key) for key in keys) for name, keys in IDENTITY.items()}
+
+
+def event_from_record(record: dict[str, Any], name: str | None = None, *, check: bool = True,
+                      collection: str | None = None):  # -> Event
+    """A provenance record -> its event (raises RecordError). The record's values are kept as they are."""
+    from .event import Event
+
+    if name is None:
+        name = classify(record, collection)
+        if name is None:
+            raise RecordError("not a provenance record of a known collection")
+    if check:
+        validate(name, record)
+    keys = tuple(record)
+    renamed = _renamed_shapes.get(keys)
+    if renamed is None:  # records come in few shapes: rename each shape's keys once
+        if len(_renamed_shapes) > 4096:
+            _renamed_shapes.clear()
+        renamed = _renamed_shapes[keys] = tuple(RENAMES.get(key, key) for key in keys)
+    fields = dict(zip(renamed, record.values()))
+    fields.pop("collection", None)
+    return Event(name, fields, identity_id(name, fields))
+
+
+_renamed_shapes: dict[tuple[str, ...], tuple[str, ...]] = {}
+
+
+def record_of(event) -> dict[str, Any]:  # event: Event
+    """The provenance record an event carries (the inverse of `event_from_record`)."""
+    return {RECORD_KEYS.get(key, key): value for key, value in event.fields.items()}
