@@ -67,3 +67,19 @@ def test_target_survives_hostile_input(name: str) -> None:
     for seed in seeds[:50]:  # the unmutated inputs pass too
         target.run(seed)
     check()
+
+
+FOUND = [  # what the fuzzers found, fixed and kept here so it stays fixed
+    ("jobstate_line", "\u00b2 JOB SUBMIT".encode()),  # a non-ASCII digit isdigit() takes and int() does not
+    ("jobstate_line", b"1" * 5_000 + b" INTERNAL *** MONITORD_STARTED ***"),  # beyond int()'s 4,300 digits
+    ("bp_split", b'v="\\\x00="'),  # an escaped NUL the compiled split took and Python refuses
+    ("bp_line", b"ts=2012-03-13T12:50:26Z event=stampede.inv.start xwf.id=x job.id=j inv.id=1 job_inst.id="
+                + b"14" * 60),  # an integer beyond 64 bits, written as JSON no reader takes back
+    ("bp_line", b"ts=2012-03-14T14:04:48Z event=stampede.task.edge child.task.id=ID1 [[[parent.task.id=ID2 "
+                b"xwf.id=a3927dc2-0514-4e00-8e42-27c61c867648"),  # an unknown key whose dots JSON turns into _
+]
+
+
+@pytest.mark.parametrize("name, data", FOUND)
+def test_findings_stay_fixed(name: str, data: bytes) -> None:
+    TARGETS[name].run(data)

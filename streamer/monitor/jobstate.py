@@ -100,7 +100,7 @@ def read(path: str | Path) -> Iterator[JobstateEntry]:
 
 def parse_line(line: str) -> JobstateEntry | None:
     parts = line.split()
-    if len(parts) < 3 or not (parts[0].isascii() and parts[0].isdigit()):  # "²".isdigit() is True
+    if len(parts) < 3 or not (parts[0].isascii() and parts[0].isdigit() and len(parts[0]) <= 18):  # "²".isdigit()
         return None
     if parts[1] == "INTERNAL":
         inner = [p for p in parts[2:] if p != "***"]
