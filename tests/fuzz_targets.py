@@ -217,6 +217,47 @@ def run_jobstate_line(data: bytes) -> None:
     jobstate.parse_line(text(data))
 
 
+# ---------------------------------------------------------------- Chimbuko provenance records
+
+def _provenance_seeds() -> list[bytes]:
+    import orjson
+
+    from streamer.synth import provenance as synth
+
+    collections = synth.generate(ranks=2, steps=2, per_step=2, seed=3)
+    return [orjson.dumps(record) for records in collections.values() for record in records][:80]
+
+
+def run_provenance_record(data: bytes) -> None:
+    """A record is an event or a RecordError; what it becomes goes through JSON unchanged."""
+    import orjson
+
+    from streamer.events import chimbuko
+
+    try:
+        record = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return
+    if not isinstance(record, dict):
+        return
+    try:
+        event = chimbuko.event_from_record(record)
+    except chimbuko.RecordError:
+        return
+    _same(jsonenc.parse_line(jsonenc.dumps(event)).id, event.id, "provenance JSON round trip")
+
+
+def run_provenance_scanner(data: bytes) -> None:
+    """The array/document cutter: whatever bytes come, records or reasons, never an exception."""
+    from streamer.sources import provenance
+
+    for state in (provenance.ARRAY, provenance.DOCUMENTS):
+        scanner = provenance._Scanner(state, 0, 0)
+        for cut in (len(data) // 3, len(data)):
+            for line, piece in scanner.feed(data[:cut] if cut < len(data) else data[len(data) // 3:]):
+                assert line >= 1
+
+
 # ---------------------------------------------------------------- the table
 
 TARGETS: dict[str, Target] = {t.name: t for t in [
@@ -237,4 +278,6 @@ TARGETS: dict[str, Target] = {t.name: t for t in [
     Target("braindump", run_braindump, lambda: _whole("braindump.yml")),
     Target("static_bp", run_static_bp, lambda: _lines("*.static.bp")),
     Target("jobstate_line", run_jobstate_line, lambda: _lines("jobstate.log")),
+    Target("provenance_record", run_provenance_record, _provenance_seeds),
+    Target("provenance_scanner", run_provenance_scanner, lambda: [b"[" + b",\n".join(_provenance_seeds()) + b"]"]),
 ]}
