@@ -64,7 +64,7 @@ def a_kickstart_out(directory: Path) -> Path:
 
 DEEP = {
     "flow": "- invocation: " + "[" * 100_000 + "]" * 100_000 + "\n",
-    "block": "- invocation:\n  - " + "- " * 60_000 + "x\n",
+    "block": "- invocation:\n    mainjob:\n      status:\n        - " + "- " * 60_000 + "x\n",
     "mapping": "- invocation: " + "{a: " * 50_000 + "1" + "}" * 50_000 + "\n",
 }
 
@@ -102,6 +102,20 @@ def test_deep_multipart_record_and_braindump_are_refused_by_name(tmp_path: Path,
     (tmp_path / "braindump.yml").write_text("wf_uuid: " + "[" * 100_000 + "]" * 100_000 + "\n")
     with pytest.raises(braindump.BraindumpError, match=r"braindump.yml:1: not readable YAML: .*deeper than 100"):
         braindump.load(tmp_path)
+
+
+def test_subset_walks_bound_their_own_recursion() -> None:
+    """The kickstart-subset loaders (compiled and Python) step aside past 200 levels instead of recursing on."""
+    from streamer.monitor import yamlsub
+
+    text = "".join("  " * i + f"a{i}:\n" for i in range(300)) + "  " * 300 + "x: 1\n"
+    for fast in (yamlsub._fast, None):
+        saved, yamlsub._fast = yamlsub._fast, fast
+        try:
+            with pytest.raises(yamlsub.Unsupported, match="nesting too deep at line 201"):
+                yamlsub.load(text)
+        finally:
+            yamlsub._fast = saved
 
 
 def test_nesting_guard_counts_exactly_and_lets_ordinary_records_through(corpus: Path) -> None:

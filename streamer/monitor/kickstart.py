@@ -293,6 +293,12 @@ def _parent_keep(stack: list[tuple[int, Any]], indent: int) -> bool:
 
 
 def _yaml_scalar(text: str) -> Any:
+    return _pyyaml(text)
+
+
+def _pyyaml(text: str) -> Any:
+    """PyYAML's reading of `text`, once its nesting is known to be bounded (its C loader recurses in C)."""
+    yamlguard.check(text)
     return yaml.load(text, Loader=_Loader)
 
 
@@ -311,10 +317,10 @@ def _load_invocation(chunk: str) -> Any:
     pruned = prune(chunk)
     if pruned is not None:
         try:
-            return yaml.load(pruned, Loader=_Loader)
+            return _pyyaml(pruned)
         except yaml.YAMLError:
             pass  # unusual layout: parse the whole record below
-    return yaml.load(chunk, Loader=_Loader)
+    return _pyyaml(chunk)
 
 
 # ---------------------------------------------------------------- record parsers
@@ -325,7 +331,6 @@ def parse(text: str, where: str = "kickstart") -> list[dict[str, Any]]:
     for number, (kind, chunk) in enumerate(split_records(text), 1):
         if kind == "invocation":
             try:
-                yamlguard.check(chunk)
                 data = _load_invocation(chunk)
                 entry = data[0] if isinstance(data, list) and data else {}
                 if not isinstance(entry, dict):
@@ -355,10 +360,9 @@ def parse(text: str, where: str = "kickstart") -> list[dict[str, Any]]:
 
 def _multipart(chunk: str, where: str) -> list[dict[str, Any]]:
     try:
-        yamlguard.check(chunk)
         entries = _load_subset(chunk, True)
         if entries is None:
-            entries = yaml.load(chunk, Loader=_Loader)
+            entries = _pyyaml(chunk)
     except (yaml.YAMLError, yamlguard.TooDeep) as exc:
         log.warning("%s: unreadable multipart record ignored (%s)", where,
                     str(exc).splitlines()[0] if str(exc) else type(exc).__name__)

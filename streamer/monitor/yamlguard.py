@@ -15,15 +15,13 @@ stack) and counted here without building anything.
 
 from __future__ import annotations
 
-import re
-
 import yaml
 
 MAX_DEPTH = 100
 """Deepest nesting of collections taken (kickstart records nest fewer than 10 levels)."""
 
 _Parser = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_DEEP_INDENT = re.compile(r"\n {%d,}" % MAX_DEPTH)
+_DEEP_INDENT = "\n" + " " * MAX_DEPTH
 _OPEN = (yaml.SequenceStartEvent, yaml.MappingStartEvent)
 _CLOSE = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
 
@@ -35,7 +33,7 @@ class TooDeep(ValueError):
 def could_be_deep(text: str, limit: int = MAX_DEPTH) -> bool:
     """False when `text` cannot hold `limit` nested collections (the common case, decided by counting)."""
     return (text.count("[") + text.count("{") + text.count("- ") >= limit
-            or _DEEP_INDENT.search(text) is not None)
+            or _DEEP_INDENT in text)
 
 
 def depth(text: str, limit: int = MAX_DEPTH) -> int:

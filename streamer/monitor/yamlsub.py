@@ -70,6 +70,8 @@ def load(text: str, keep: Keep = True, scalar_fallback: Callable[[str], Any] | N
 
 _NOT_PLAIN_KEY = frozenset("\"'#\t-") | _INDICATORS
 _MISSING = object()
+MAX_DEPTH = 200
+"""Deepest nesting the walk takes (the compiled walk's MAX_DEPTH too); deeper steps aside (Unsupported)."""
 _resolved: dict[str, Any] = {}
 """Scalar text -> value: keys and many values repeat from record to record."""
 _RESOLVED_MAX = 20_000
@@ -93,15 +95,22 @@ class _Parser:
                 raise Unsupported("document marker")
             append((indent, content, number))
         self.pos = 0
+        self.depth = 0
         self.scalar_fallback = scalar_fallback
 
     # ------------------------------------------------------------ nodes
     def node(self, pos: int, indent: int, keep: Keep) -> Any:
+        if self.depth >= MAX_DEPTH:  # the walk recurses per level: hostile nesting steps aside
+            raise Unsupported(f"nesting too deep at line {self.lines[pos][2] + 1}")
+        self.depth += 1
         self.pos = pos
         content = self.lines[pos][1]
-        if content == "-" or content.startswith("- "):
-            return self.sequence(indent, keep)
-        return self.mapping(indent, keep)
+        try:
+            if content == "-" or content.startswith("- "):
+                return self.sequence(indent, keep)
+            return self.mapping(indent, keep)
+        finally:
+            self.depth -= 1
 
     def sequence(self, indent: int, keep: Keep) -> list[Any]:
         items: list[Any] = []
