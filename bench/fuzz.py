@@ -100,6 +100,9 @@ def run_hypothesis(names: list[str], seconds: int) -> dict[str, tuple[int, int]]
 
 
 def main(argv: list[str] | None = None) -> int:
+    import logging
+
+    logging.disable(logging.CRITICAL)  # the parsers report bad input as warnings: millions of them here
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=float, default=5.0, help="total time, shared by the targets (default 5)")
     parser.add_argument("--target", action="append", help="a target of tests/fuzz_targets.py (repeatable; default all)")
