@@ -13,6 +13,7 @@ from . import __version__
 from .config import ConfigError, EndpointSpec, Settings, from_properties, load_toml, normalise_url
 from .endpoints import EndpointError
 from .filters import EventFilter, FilterError
+from .cli_jobstate import is_jobstate_log, run_jobstate
 from .runtime import run, setup_logging
 from .urls import mask
 
@@ -46,6 +47,7 @@ examples:
   streamer tail amqp://guest:guest@localhost/%2F/pegasus --events 'stampede.job_inst.*'
   streamer replay /path/to/submit/dir            # jobstate.log + <dag>.stampede.db, like monitord -r
   streamer follow /path/to/submit/dir --dest amqp://...   # live, until DAGMan exits
+  streamer replay /path/to/dag/jobstate.log      # a plain DAG's JOBSTATE_LOG -> <dag>.stampede.db
 """
 
 
@@ -83,7 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
                                description="Read Stampede events from .bp or .jsonl files (replay to the end, "
                                            "or --follow like tail -F) and publish them to every --dest.",
                                epilog=EPILOG, formatter_class=HelpFormatter)
-    load.add_argument("files", nargs="+", metavar="FILE", help=".bp or .jsonl event file(s)")
+    load.add_argument("files", nargs="+", metavar="FILE",
+                      help=".bp or .jsonl event file(s), or one DAGMan jobstate.log (recognised by its lines)")
     _endpoint_options(load)
     load.add_argument("-f", "--follow", action="store_true",
                       help="keep reading as the files grow (rotation, truncation, late creation handled)")
@@ -111,7 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
         cmd = commands.add_parser(name, help=what.split(" (")[0].lower().rstrip("."), description=what +
                                   " With no --dest, writes jobstate.log and <dag>.stampede.db next to "
                                   "the workflow, as monitord does.", epilog=EPILOG, formatter_class=HelpFormatter)
-        cmd.add_argument("path", metavar="SUBMIT_DIR|DAGMAN_OUT")
+        cmd.add_argument("path", metavar="SUBMIT_DIR|DAGMAN_OUT|JOBSTATE_LOG",
+                         help="a Pegasus submit dir, its *.dagman.out, or a plain DAG's jobstate.log "
+                              "(DAGMan's JOBSTATE_LOG; its state goes to <jobstate.log>.streamer.json)")
         _endpoint_options(cmd)
         cmd.add_argument("--no-recursive", action="store_true", help="do not follow sub-workflows")
         cmd.add_argument("--timezone", metavar="TZ", help="zone of DAGMan's zone-less times (default: local)")
@@ -174,6 +179,13 @@ async def cmd_load(args: argparse.Namespace) -> int:
     settings = collect_endpoints(args)
     if not settings.endpoints:
         raise ConfigError("no endpoint: give --dest URL (e.g. --dest file:///tmp/events.jsonl), --config or --conf")
+    jobstate_logs = [name for name in args.files if is_jobstate_log(Path(name))]
+    if jobstate_logs:
+        if len(args.files) > 1:
+            raise ConfigError(f"{jobstate_logs[0]}: a DAGMan jobstate.log is loaded on its own "
+                              "(one streamer load per jobstate.log)")
+        return await run_jobstate(args, Path(jobstate_logs[0]), follow=args.follow, command="load",
+                                  collect_endpoints=collect_endpoints, report=_report)
     for name in args.files:
         path = Path(name)
         if path.is_dir():
@@ -255,8 +267,11 @@ async def cmd_monitor(args: argparse.Namespace, *, follow: bool) -> int:
     except ImportError as exc:
         raise ConfigError(f"the workflow monitor is not available in this build: {exc}") from None
     path = Path(args.path)
+    if is_jobstate_log(path) and (path.exists() or follow):
+        return await run_jobstate(args, path, follow=follow, command="follow" if follow else "replay",
+                                  collect_endpoints=collect_endpoints, report=_report)
     if not path.exists():
-        raise ConfigError(f"{args.path}: no such submit directory or dagman.out file")
+        raise ConfigError(f"{args.path}: no such submit directory, dagman.out or jobstate.log file")
     source = WorkflowSource(path, follow=follow, recursive=not args.no_recursive, timezone=args.timezone,
                             keep_alive=getattr(args, "keep_alive", False), write_jobstate=not args.no_jobstate,
                             state_path=Path(args.state) if args.state else None, parser=args.parser)
