@@ -121,7 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
         cmd.add_argument("--no-recursive", action="store_true", help="do not follow sub-workflows")
         cmd.add_argument("--timezone", metavar="TZ", help="zone of DAGMan's zone-less times (default: local)")
         cmd.add_argument("--append", action="store_true",
-                         help="database endpoints: keep rows of an earlier load of this workflow")
+                         help="keep what an earlier run wrote: database rows of this workflow, and "
+                              "the content of file endpoints (a replay overwrites them otherwise, as monitord -r)")
         cmd.add_argument("--no-jobstate", action="store_true", help="do not write jobstate.log")
         cmd.add_argument("--parser", choices=("auto", "thread", "process"), default="auto",
                          help="where log parsing runs: a thread, or a child process that overlaps it with "
@@ -276,7 +277,7 @@ async def cmd_monitor(args: argparse.Namespace, *, follow: bool) -> int:
                             keep_alive=getattr(args, "keep_alive", False), write_jobstate=not args.no_jobstate,
                             state_path=Path(args.state) if args.state else None, parser=args.parser)
     settings = collect_endpoints(args, defaults=[source.default_db_url()])
-    defaults = {"replay": not args.append and not follow}
+    defaults = {"replay": not args.append and not follow and not source.will_resume()}
     if not args.dest and not args.config and not args.conf and not args.quiet:
         sys.stderr.write(f"streamer: no --dest: writing {mask(settings.endpoints[0].url)} and jobstate.log\n")
     started = time.time()

@@ -31,11 +31,13 @@ async def run_jobstate(args: argparse.Namespace, path: Path, *, follow: bool, co
                        collect_endpoints, report) -> int:
     """Replay or follow one jobstate.log into the endpoints of `args`."""
     from .pipeline import print_summary, run_pipeline
-    from .sources.jobstate import JobstateSource
+    from .sources.jobstate import JobstateSource, default_state_path
 
     if not follow and not path.exists():
         raise ConfigError(f"{path}: no such file")
     state = getattr(args, "state", None) or getattr(args, "checkpoint", None)
+    if state is None and command in ("replay", "follow"):
+        state = default_state_path(path)
     source = JobstateSource(path, follow=follow, state_path=state, strict=getattr(args, "strict", False),
                             until_finished=command == "follow" and not getattr(args, "keep_alive", False),
                             report=report)

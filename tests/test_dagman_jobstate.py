@@ -49,7 +49,7 @@ def test_seed_001_example_gives_monitord_events(tmp_path: Path) -> None:
     path = tmp_path / "diamond.jobstate.log"
     path.write_text(seed_example())
     assert len(path.read_text().splitlines()) == 11
-    events = asyncio.run(_events(JobstateSource(path)))
+    events = asyncio.run(_events(JobstateSource(path, state_path=tmp_path / "state")))
     wf = workflow_uuid(path)
     assert {e.fields["xwf.id"] for e in events} == {wf}
     assert [_brief(e) for e in events] == [
@@ -92,7 +92,7 @@ def test_workflow_id_is_stable_and_comes_from_the_dag_path(tmp_path: Path) -> No
 
 def test_every_line_kind_of_the_generated_log(tmp_path: Path) -> None:
     path = write_plain_dag(tmp_path)
-    source = JobstateSource(path)
+    source = JobstateSource(path, state_path=tmp_path / "state")
     events = asyncio.run(_events(source))
     assert source.bad == 0
     names = [e.name.removeprefix("stampede.") for e in events]

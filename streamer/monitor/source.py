@@ -91,6 +91,10 @@ class WorkflowSource(Source):
             return None  # a finished replay replays from the start, as monitord -r does
         return data
 
+    def will_resume(self) -> bool:
+        """A state file this source will resume from (so a replay must not start its outputs afresh)."""
+        return self._load_state() is not None
+
     def _runner(self) -> ThreadRunner | ProcessRunner:
         state = self._load_state()
         self.resumed = state is not None

@@ -28,6 +28,11 @@ STATE_VERSION = 1
 STATE_KIND = "dagman-jobstate"
 
 
+def default_state_path(path: Path) -> Path:
+    """`streamer replay|follow` keep a jobstate.log's state next to it: `<name>.streamer.json`."""
+    return path.with_name(path.name + ".streamer.json")
+
+
 class JobstateSource(Source):
     """Events of one DAGMan jobstate.log."""
 
@@ -40,7 +45,8 @@ class JobstateSource(Source):
         """Following: end once DAGMan has finished (DAGMAN_FINISHED read to the end of the file)."""
         self.strict = strict
         self.poll_interval = poll_interval
-        self.state_path = Path(state_path) if state_path else self.path.with_name(self.path.name + ".streamer.json")
+        self.state_path = Path(state_path) if state_path else None
+        """Where positions are saved (None: nowhere, a run that cannot resume)."""
         self.report = report or (lambda message: log.warning("%s", message))
         self.converter: DagmanJobstate = converter_for(self.path)
         self.bad = 0
@@ -65,6 +71,8 @@ class JobstateSource(Source):
 
     # ------------------------------------------------------------ state
     def _load(self) -> dict[str, Any] | None:
+        if self.state_path is None:
+            return None
         try:
             data = json.loads(self.state_path.read_text())
         except FileNotFoundError:
@@ -78,7 +86,7 @@ class JobstateSource(Source):
         return data
 
     async def commit(self, position: Any) -> None:
-        if position is None:
+        if position is None or self.state_path is None:
             return
         data = json.dumps({"version": STATE_VERSION, "kind": STATE_KIND, **position}).encode()
         await asyncio.to_thread(write_atomically, self.state_path, data)
