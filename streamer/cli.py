@@ -71,6 +71,9 @@ def _endpoint_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--conf", metavar="PROPERTIES",
                        help="pegasus.properties: pegasus.catalog.workflow[.<name>].url/.events, "
                             "pegasus.monitord.encoding")
+    group.add_argument("--upgrade-schema", action="store_true",
+                       help="database endpoints: upgrade an older Stampede schema (8..13) to 14 in place, as "
+                            "pegasus-db-admin update does (default: refuse it, naming that command)")
     group.add_argument("--on-error", choices=("stop", "isolate"),
                        help="a failing endpoint stops the run (default) or is isolated while the others go on")
 
@@ -163,6 +166,9 @@ def collect_endpoints(args: argparse.Namespace, defaults: list[str] | None = Non
         spec.events = spec.events or default_filter
     if getattr(args, "on_error", None):
         settings.on_error = args.on_error
+    if getattr(args, "upgrade_schema", False):
+        for spec in settings.endpoints:
+            spec.options.setdefault("upgrade_schema", True)
     for spec in settings.endpoints:
         if spec.events:
             EventFilter(spec.events)  # raise FilterError early, naming the pattern
