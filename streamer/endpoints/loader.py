@@ -486,7 +486,7 @@ class Loader:
 
     def plan(self, events: Sequence[Event]) -> Plan:
         """The rows of `events`; call `seed` for `unknown_uuids(events)` first."""
-        plan = Plan(events=len(events), strict=self.dialect.name == "postgresql")
+        plan = Plan(events=len(events), strict=self.dialect.name != "sqlite")
         for event in events:
             handler = self._handlers.get(event.name)
             if handler is None:
