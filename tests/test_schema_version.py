@@ -6,7 +6,9 @@ schema of Pegasus 4.8), so they are what a user really has."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
+import uuid
 import subprocess
 import sys
 from pathlib import Path
@@ -42,6 +44,8 @@ def _sql(url: str, statement: str) -> list:
             return rows
         finally:
             conn.close()
+    if url.startswith("mysql"):
+        return asyncio.run(_mysql(url, statement))
     import psycopg2
 
     conn = psycopg2.connect(url)
@@ -51,6 +55,22 @@ def _sql(url: str, statement: str) -> list:
             rows = cur.fetchall() if cur.description else []
         conn.commit()
         return rows
+    finally:
+        conn.close()
+
+
+async def _mysql(url: str, statement: str) -> list:
+    import asyncmy
+
+    from streamer.endpoints.mysql import parse_target
+    from streamer.urls import EndpointURL
+
+    t = parse_target(EndpointURL.parse(url))
+    conn = await asyncmy.connect(host=t.host, port=t.port, user=t.user, database=t.database, autocommit=True)
+    try:
+        async with conn.cursor() as cur:
+            await cur.execute(statement)
+            return [tuple(r) for r in await cur.fetchall()]
     finally:
         conn.close()
 
@@ -94,6 +114,16 @@ def test_sqlite_old_schema_refused_then_upgraded(tmp_path: Path, version: int) -
 @pytest.mark.postgres
 def test_postgresql_version_9_refused_then_upgraded(tmp_path: Path, pg_db: str) -> None:  # noqa: F811
     _check_refused_then_upgraded(tmp_path, pg_db, 9)
+
+
+@pytest.mark.mysql
+def test_mariadb_version_9_refused_then_upgraded(tmp_path: Path, mysql_server: str) -> None:
+    name = f"streamer_test_{uuid.uuid4().hex[:12]}"
+    asyncio.run(_mysql(f"{mysql_server}/mysql", f"CREATE DATABASE {name}"))
+    try:
+        _check_refused_then_upgraded(tmp_path, f"{mysql_server}/{name}", 9)
+    finally:
+        asyncio.run(_mysql(f"{mysql_server}/mysql", f"DROP DATABASE IF EXISTS {name}"))
 
 
 def test_newer_schema_is_refused_with_the_downgrade_command(tmp_path: Path) -> None:

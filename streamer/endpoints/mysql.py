@@ -171,8 +171,11 @@ class MySQLEndpoint(Endpoint):
             raise EndpointError(f"{self.name}: {mask(str(exc))}") from None
         try:
             async with conn.cursor() as cur:
-                await cur.execute(f'CREATE DATABASE IF NOT EXISTS "{self.target.database}" '
-                                  "CHARACTER SET utf8mb4")
+                await cur.execute("SELECT 1 FROM information_schema.schemata WHERE schema_name = %s",
+                                  (self.target.database,))
+                if not await cur.fetchall():  # (IF NOT EXISTS would log a server warning when it exists)
+                    await cur.execute(f'CREATE DATABASE IF NOT EXISTS "{self.target.database}" '
+                                      "CHARACTER SET utf8mb4")
                 await cur.execute(f'USE "{self.target.database}"')
                 await cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
             await self._locked(conn, self._ensure_schema)
