@@ -287,10 +287,11 @@ async def cmd_monitor(args: argparse.Namespace, *, follow: bool) -> int:
     if not args.dest and not args.config and not args.conf and not args.quiet:
         sys.stderr.write(f"streamer: no --dest: writing {mask(settings.endpoints[0].url)} and jobstate.log\n")
     started = time.time()
-    markers.write_started(Path(source.submit_dir), started)
+    if not source.plain:  # Pegasus's tools read these; a plain DAG's directory is left as DAGMan made it
+        markers.write_started(Path(source.submit_dir), started)
     result = await run_pipeline(source, settings.endpoints, on_error=settings.on_error, defaults=defaults,
                                 progress=None if not args.quiet else False, label="events")
-    if result.exit_code == 0 and result.interrupted is None:
+    if result.exit_code == 0 and result.interrupted is None and not source.plain:
         markers.write_done(Path(source.submit_dir), started, time.time())
     if not args.quiet:
         print_summary(result, sys.stderr)

@@ -281,3 +281,48 @@ def test_follow_kill9_resume_loses_and_repeats_nothing(tmp_path: Path, python: s
     assert len(reference) == 61
     got = [json.loads(line) for line in out.read_text().splitlines()]
     assert [e["event_id"] for e in got] == [e.id for e in reference]
+
+
+# ---------------------------------------------------------------- a plain DAG's dagman.out
+
+def test_plain_dagman_out_without_braindump(tmp_path: Path, python: str) -> None:
+    from streamer.synth.dagjobstate import write_plain_dagman_out
+
+    dagman_out = write_plain_dagman_out(tmp_path)
+    out = tmp_path / "events.jsonl"
+    run = subprocess.run([python, "-m", "streamer", "replay", str(dagman_out), "--timezone", "UTC", "-q",
+                          "--dest", str(out), "--dest", f"sqlite:///{tmp_path}/plain.stampede.db"],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    events = [json.loads(line) for line in out.read_text().splitlines()]
+    # the same workflow id as its jobstate.log would give: the DAG's path
+    assert {e["xwf_id"] for e in events} == {workflow_uuid(tmp_path / "plain.dag")}
+    names = [e["event"].removeprefix("stampede.") for e in events]
+    assert names.count("job.info") == 4 and names.count("job.edge") == 4
+    # DAGMan's facts only: no kickstart record, no host (absent, not invented)
+    assert "job_inst.host.info" not in names and not [e for e in events if e["event"] == "stampede.inv.end"
+                                                      and e["inv_id"] > 0]
+    ends = [(e["job_id"], e["job_inst_id"], e["status"], e["exitcode"]) for e in events
+            if e["event"] == "stampede.job_inst.main.end"]
+    assert ends == [("A", 1, 0, 0), ("B", 2, -1, 256), ("C", 3, -1, 512), ("B", 4, 0, 0)]
+    assert [(e["event"], e.get("status")) for e in events if e["event"].startswith("stampede.xwf.")] == [
+        ("stampede.xwf.start", None), ("stampede.xwf.end", 1)]
+    # nothing of monitord's written into DAGMan's directory (it may hold DAGMan's own jobstate.log)
+    assert not (tmp_path / "jobstate.log").exists() and not (tmp_path / "monitord.started").exists()
+    conn = sqlite3.connect(tmp_path / "plain.stampede.db")
+    try:
+        assert conn.execute("SELECT COUNT(*) FROM job_instance").fetchone() == (4,)
+        assert conn.execute("SELECT COUNT(*) FROM jobstate").fetchone() == (sum(
+            1 for e in events if "js_id" in e and e["event"] not in (
+                "stampede.job_inst.submit.start", "stampede.job_inst.composite")),)
+        assert conn.execute("SELECT wf_uuid, dag_file_name FROM workflow").fetchall() == [
+            (workflow_uuid(tmp_path / "plain.dag"), "plain.dag")]
+    finally:
+        conn.close()
+
+
+def test_directory_without_braindump_nor_dag_is_refused(tmp_path: Path, python: str) -> None:
+    (tmp_path / "x.dag.dagman.out").write_text("")
+    run = subprocess.run([python, "-m", "streamer", "replay", str(tmp_path), "-q"], capture_output=True, text=True)
+    assert run.returncode == 2
+    assert "no DAG file" in run.stderr and "Traceback" not in run.stderr

@@ -29,7 +29,7 @@ import orjson
 
 from ..atomic import write_atomically
 from ..sources.base import Batch, Source
-from . import braindump
+from . import braindump, plaindag
 from .runner import SNAPSHOT_INTERVAL, ProcessRunner, Step, ThreadRunner, make_runner
 from .tracker import READ_SIZE
 
@@ -58,7 +58,9 @@ class WorkflowSource(Source):
         self.timezone = timezone
         self.write_jobstate = write_jobstate
         self.dagman_out, self.submit_dir = _locate(Path(path))
-        params = braindump.load(self.submit_dir)
+        params, self.plain = plaindag.load_params(self.submit_dir, self.dagman_out)
+        if self.plain:  # DAGMan may write a jobstate.log of its own there (JOBSTATE_LOG): leave it alone
+            self.write_jobstate = False
         self.root_xwf_id: str | None = params.get("wf_uuid")
         self.dag_file: str | None = params.get("dag")
         self.state_path = Path(state_path) if state_path else Path(self.submit_dir) / STATE_FILE

@@ -32,13 +32,11 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
-import uuid
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..events import Event
+from ..monitor import plaindag
 
 RE_INTERNAL = re.compile(r"^(\d+)\s+INTERNAL\s+\*\*\*\s+([A-Z_]+)(?:\s+(\S+))?\s+\*\*\*\s*$")
 RE_NODE = re.compile(r"^(\d+)\s+(\S+)\s+([A-Z_]+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*$")
@@ -100,21 +98,11 @@ def sniff(path: str | Path) -> bool:
 
 # ---------------------------------------------------------------- the DAG file
 
-@dataclass
-class DagInfo:
-    """What a `.dag` file says of its nodes (the parts Stampede has columns for)."""
-
-    path: str
-    jobs: dict[str, dict[str, Any]]
-    edges: list[tuple[str, str]]
-
-
 def find_dag(jobstate_log: Path) -> Path | None:
     """The `.dag` file next to `jobstate_log` whose JOBSTATE_LOG command names it."""
     directory = jobstate_log.parent
     target = jobstate_log.resolve()
-    candidates = sorted(directory.glob("*.dag"))
-    for dag in candidates:
+    for dag in sorted(directory.glob("*.dag")):
         try:
             with open(dag, encoding="utf-8", errors="replace") as handle:
                 for line in handle:
@@ -126,64 +114,9 @@ def find_dag(jobstate_log: Path) -> Path | None:
     return None
 
 
-def _submit_description(path: Path) -> dict[str, str]:
-    """`executable` and `arguments` of an HTCondor submit file (what the job table holds)."""
-    out: dict[str, str] = {}
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return out
-    for line in text.splitlines():
-        key, sep, value = line.partition("=")
-        if not sep:
-            continue
-        key = key.strip().lower()
-        if key in ("executable", "arguments") and key not in out:
-            out[key] = value.strip().strip('"')
-    return out
-
-
-def read_dag(dag: Path) -> DagInfo:
-    """JOB (and SUBDAG EXTERNAL) nodes with their submit file, RETRY counts, PARENT/CHILD edges."""
-    jobs: dict[str, dict[str, Any]] = {}
-    edges: list[tuple[str, str]] = []
-    try:
-        lines = dag.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return DagInfo(str(dag), jobs, edges)
-    for line in lines:
-        try:
-            words = shlex.split(line, comments=True)
-        except ValueError:
-            words = line.split()
-        if not words:
-            continue
-        keyword = words[0].upper()
-        if keyword == "JOB" and len(words) >= 3:
-            submit = words[2]
-            info = {"submit_file": submit, "max_retries": 0, "type_desc": "unknown"}
-            info.update(_submit_description(dag.parent / submit))
-            jobs[words[1]] = info
-        elif keyword == "SUBDAG" and len(words) >= 4 and words[1].upper() == "EXTERNAL":
-            jobs[words[2]] = {"submit_file": words[3], "max_retries": 0, "type_desc": "dag",
-                              "executable": words[3]}
-        elif keyword == "RETRY" and len(words) >= 3 and words[1] in jobs:
-            try:
-                jobs[words[1]]["max_retries"] = int(words[2])
-            except ValueError:
-                pass
-        elif keyword == "PARENT" and "CHILD" in (w.upper() for w in words):
-            upper = [w.upper() for w in words]
-            at = upper.index("CHILD")
-            for parent in words[1:at]:
-                for child in words[at + 1:]:
-                    edges.append((parent, child))
-    return DagInfo(str(dag), jobs, edges)
-
-
 def workflow_uuid(dag_or_log: Path) -> str:
-    """A stable id for a DAG without braindump: a UUID of its absolute path."""
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, "file://" + str(dag_or_log.resolve())))
+    """A stable id for a DAG without braindump (the same as its dagman.out gets)."""
+    return plaindag.dag_uuid(dag_or_log)
 
 
 # ---------------------------------------------------------------- the converter
@@ -194,7 +127,7 @@ class DagmanJobstate:
     def __init__(self, log_path: str | Path, *, wf_uuid: str | None = None, dag: Path | None = None,
                  dag_name: str | None = None) -> None:
         self.log_path = Path(log_path)
-        self.dag = read_dag(dag) if dag is not None else None
+        self.dag = plaindag.read_dag(dag) if dag is not None else None
         self.xwf_id = wf_uuid or workflow_uuid(dag if dag is not None else self.log_path)
         self.dag_name = dag_name or (dag.name if dag is not None else self.log_path.name)
         self.submit_dir = str(self.log_path.resolve().parent)
@@ -270,13 +203,8 @@ class DagmanJobstate:
             return
         self.known.add(node)
         info = self.dag.jobs.get(node, {}) if self.dag is not None else {}
-        type_desc = info.get("type_desc", "unknown")
-        self._emit(out, "job.info", {
-            "ts": ts, "job.id": node, "submit_file": info.get("submit_file", ""),
-            "type_desc": type_desc, "type": _TYPE_NUMBERS[type_desc], "clustered": 0,
-            "max_retries": info.get("max_retries", 0), "task_count": 0,
-            "executable": info.get("executable", ""), "argv": info.get("arguments"),
-        })
+        for name, fields in plaindag.static_events(plaindag.DagInfo("", {node: info}, []), ts):
+            self._emit(out, name, fields)
 
     def _internal(self, ts: int, what: str, arg: str | None, out: list[Event]) -> None:
         if what == "DAGMAN_STARTED":
@@ -352,22 +280,17 @@ class DagmanJobstate:
             del self.nodes[node]  # the last line of an instance: memory follows live nodes
 
 
-_TYPE_NUMBERS = {name: number for number, name in enumerate((
-    "unknown", "compute", "stage-in-tx", "stage-out-tx", "registration", "inter-site-tx",
-    "create-dir", "staged-compute", "cleanup", "chmod", "dax", "dag"))}
-
-
 def converter_for(log_path: Path) -> DagmanJobstate:
     """A converter with the workflow's identity: braindump when there is one, else the DAG's path."""
     wf_uuid = dag_name = None
-    try:
-        from ..monitor import braindump
+    if plaindag.has_braindump(log_path.parent):
+        try:
+            from ..monitor import braindump
 
-        params = braindump.load(log_path.parent)
-        wf_uuid = params.get("wf_uuid")
-        dag_name = params.get("dag")
-    except Exception:  # no braindump (a plain DAG) or an unreadable one: the DAG's path names it
-        pass
+            params = braindump.load(log_path.parent)
+            wf_uuid, dag_name = params.get("wf_uuid"), params.get("dag")
+        except (braindump.BraindumpError, OSError, ValueError):  # unreadable: the DAG's path names it
+            pass
     dag = find_dag(log_path)
     return DagmanJobstate(log_path, wf_uuid=wf_uuid, dag=dag, dag_name=dag_name)
 

@@ -110,3 +110,64 @@ def write_plain_dag(directory: str | Path, *, with_log: bool = True) -> Path:
     if with_log:
         path.write_text(log_text())
     return path
+
+
+def _stamp(ts: int) -> str:
+    import time
+
+    return time.strftime("%m/%d/%y %H:%M:%S", time.gmtime(ts))
+
+
+# The first DAGMan run of the same DAG as HTCondor 10 writes it in plain.dag.dagman.out (times in UTC):
+# A with PRE and POST scripts, B failing (status 1) then retried with success, C failing (status 2).
+DAGMAN_OUT: list[tuple[int, str]] = [
+    (0, "******************************************************"),
+    (0, "** condor_scheduniv_exec.100.0 (CONDOR_DAGMAN) STARTING UP"),
+    (0, "** $CondorVersion: 10.2.5 2023-02-27 BuildID: 631644 PackageID: 10.2.5-1 $"),
+    (0, "** PID = 4242"),
+    (0, "******************************************************"),
+    (0, "DAG Input file is plain.dag"),
+    (0, "Parsing 1 dagfiles"),
+    (0, "Parsing plain.dag ..."),
+    (0, "Dag contains 4 total jobs"),
+    (2, "Running PRE script of Node A..."),
+    (3, "PRE Script of node A completed successfully."),
+    (5, "Submitting HTCondor Node A job(s)..."),
+    (5, "\tassigned HTCondor ID (101.0.0)"),
+    (6, "Event: ULOG_SUBMIT for HTCondor Node A (101.0.0) {%s}" % _stamp(T0 + 5)),
+    (6, "Event: ULOG_EXECUTE for HTCondor Node A (101.0.0) {%s}" % _stamp(T0 + 6)),
+    (11, "Event: ULOG_JOB_TERMINATED for HTCondor Node A (101.0.0) {%s}" % _stamp(T0 + 10)),
+    (11, "Node A job proc (101.0.0) completed successfully."),
+    (11, "Running POST script of Node A..."),
+    (12, "Event: ULOG_POST_SCRIPT_TERMINATED for HTCondor Node A (101.0.0) {%s}" % _stamp(T0 + 12)),
+    (12, "POST Script of node A completed successfully."),
+    (14, "Submitting HTCondor Node B job(s)..."),
+    (14, "\tassigned HTCondor ID (102.0.0)"),
+    (14, "Submitting HTCondor Node C job(s)..."),
+    (14, "\tassigned HTCondor ID (103.0.0)"),
+    (15, "Event: ULOG_SUBMIT for HTCondor Node B (102.0.0) {%s}" % _stamp(T0 + 14)),
+    (15, "Event: ULOG_SUBMIT for HTCondor Node C (103.0.0) {%s}" % _stamp(T0 + 14)),
+    (15, "Event: ULOG_EXECUTE for HTCondor Node B (102.0.0) {%s}" % _stamp(T0 + 15)),
+    (21, "Event: ULOG_EXECUTE for HTCondor Node C (103.0.0) {%s}" % _stamp(T0 + 21)),
+    (25, "Event: ULOG_JOB_TERMINATED for HTCondor Node B (102.0.0) {%s}" % _stamp(T0 + 25)),
+    (25, "Node B job proc (102.0.0) failed with status 1."),
+    (25, "Retrying node B (retry #1 of 2)..."),
+    (26, "Submitting HTCondor Node B job(s)..."),
+    (26, "\tassigned HTCondor ID (104.0.0)"),
+    (27, "Event: ULOG_SUBMIT for HTCondor Node B (104.0.0) {%s}" % _stamp(T0 + 26)),
+    (27, "Event: ULOG_EXECUTE for HTCondor Node B (104.0.0) {%s}" % _stamp(T0 + 27)),
+    (30, "Event: ULOG_JOB_TERMINATED for HTCondor Node C (103.0.0) {%s}" % _stamp(T0 + 30)),
+    (30, "Node C job proc (103.0.0) failed with status 2."),
+    (31, "Event: ULOG_JOB_TERMINATED for HTCondor Node B (104.0.0) {%s}" % _stamp(T0 + 31)),
+    (31, "Node B job proc (104.0.0) completed successfully."),
+    (40, "**** condor_scheduniv_exec.100.0 (condor_DAGMAN) pid 4242 EXITING WITH STATUS 1"),
+]
+
+
+def write_plain_dagman_out(directory: str | Path) -> Path:
+    """The DAG of `write_plain_dag` (no jobstate.log) with its first run's dagman.out; returns its path."""
+    directory = Path(directory)
+    write_plain_dag(directory, with_log=False)
+    path = directory / "plain.dag.dagman.out"
+    path.write_text("".join(f"{_stamp(T0 + offset)} {text}\n" for offset, text in DAGMAN_OUT))
+    return path
