@@ -35,6 +35,8 @@ endpoint URLs (--dest, repeatable; each takes ?events=PATTERNS):
   amqp://user:pass@host:5672/vhost/exchange   RabbitMQ topic exchange (amqps:// for TLS)
   postgresql://user@host:5432/db              Stampede schema, created if missing
   sqlite:///relative.db  sqlite:////abs.db    Stampede schema, embedded
+  mysql://user:pass@host:3306/db              Stampede schema in MySQL / MariaDB (mariadb:// too)
+  (database endpoints: --upgrade-schema upgrades an older Stampede schema, else it is refused)
 
 filters (?events=, --events): comma-separated globs, OR-ed; * matches any run
 of characters (dots too), ? one character, !pattern excludes.
@@ -118,8 +120,9 @@ def build_parser() -> argparse.ArgumentParser:
                                   " With no --dest, writes jobstate.log and <dag>.stampede.db next to "
                                   "the workflow, as monitord does.", epilog=EPILOG, formatter_class=HelpFormatter)
         cmd.add_argument("path", metavar="SUBMIT_DIR|DAGMAN_OUT|JOBSTATE_LOG",
-                         help="a Pegasus submit dir, its *.dagman.out, or a plain DAG's jobstate.log "
-                              "(DAGMan's JOBSTATE_LOG; its state goes to <jobstate.log>.streamer.json)")
+                         help="a Pegasus submit dir, its *.dagman.out (also a plain DAG's, without "
+                              "braindump), or a plain DAG's jobstate.log (DAGMan's JOBSTATE_LOG; its state "
+                              "goes to <jobstate.log>.streamer.json)")
         _endpoint_options(cmd)
         cmd.add_argument("--no-recursive", action="store_true", help="do not follow sub-workflows")
         cmd.add_argument("--timezone", metavar="TZ", help="zone of DAGMan's zone-less times (default: local)")
