@@ -217,3 +217,39 @@ def test_url_forms() -> None:
         assert "p@" not in endpoint.name
     with pytest.raises(Exception, match="give the database"):
         create_endpoint("mysql://u@host/")
+
+
+@pytest.mark.corpus
+async def test_connection_killed_between_batches_is_retried(golden: Path, mysql_db: str) -> None:
+    """The server drops the endpoint's connection (KILL): it reconnects, rewrites the batch, and the
+    rows are those of one clean load."""
+    events = golden_events(golden, "process_wf_failure")
+    endpoint = create_endpoint(mysql_db)
+    await endpoint.open()
+    server, database = mysql_db.rsplit("/", 1)
+    chunks = [events[i:i + 25] for i in range(0, len(events), 25)]
+    try:
+        for number, chunk in enumerate(chunks):
+            if number % 2 == 1:  # the connection dies while idle between batches
+                async with endpoint._conn.cursor() as cur:
+                    await cur.execute("SELECT CONNECTION_ID()")
+                    (conn_id,) = await cur.fetchone()
+                await _query(server, None, f"KILL CONNECTION {conn_id}")
+            await endpoint.write(chunk)
+    finally:
+        await endpoint.close()
+    assert endpoint.stats.retries >= len(chunks) // 2
+    assert endpoint.rejected == []
+    assert_same(await mysql_snapshot(mysql_db), golden_snapshot(golden, "process_wf_failure"))
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("resume", ["from-start", "from-checkpoint"])
+async def test_kill9_then_resume_equals_clean_load(mysql_db: str, tmp_path: Path, golden: Path, python: str,
+                                                    resume: str) -> None:
+    from test_db import COPIES, KILL_AFTER, SIZE, _clean_sqlite, _run_and_kill
+
+    checkpoint = tmp_path / "ckpt" if resume == "from-checkpoint" else None
+    await asyncio.to_thread(_run_and_kill, python, mysql_db, golden, COPIES, SIZE, KILL_AFTER, checkpoint)
+    clean = await asyncio.to_thread(_clean_sqlite, tmp_path, golden, COPIES)
+    assert_same(await mysql_snapshot(mysql_db), clean)
