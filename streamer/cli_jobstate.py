@@ -42,6 +42,10 @@ async def run_jobstate(args: argparse.Namespace, path: Path, *, follow: bool, co
                             until_finished=command == "follow" and not getattr(args, "keep_alive", False),
                             report=report)
     defaults_urls = [source.default_db_url()] if command in ("replay", "follow") else None
+    if source.converter.from_braindump and defaults_urls and not (args.dest or args.config or args.conf):
+        # its default database is the submit dir's, which `streamer replay DIR` fills from every log
+        raise ConfigError(f"{path}: in a Pegasus submit dir (braindump): replay the directory "
+                          f"(streamer {command} {path.parent}), or give --dest to read only this jobstate.log")
     settings = collect_endpoints(args, defaults=defaults_urls)
     if not settings.endpoints:
         raise ConfigError("no endpoint: give --dest URL (e.g. --dest file:///tmp/events.jsonl), --config or --conf")

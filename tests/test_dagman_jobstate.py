@@ -326,3 +326,36 @@ def test_directory_without_braindump_nor_dag_is_refused(tmp_path: Path, python: 
     run = subprocess.run([python, "-m", "streamer", "replay", str(tmp_path), "-q"], capture_output=True, text=True)
     assert run.returncode == 2
     assert "no DAG file" in run.stderr and "Traceback" not in run.stderr
+
+
+@pytest.mark.corpus
+def test_a_jobstate_log_monitord_wrote(tmp_path: Path, golden: Path, python: str) -> None:
+    """monitord's jobstate.log (MONITORD_* markers, its state names) reads without a bad line; in a Pegasus
+    submit dir the default database is the directory's, so streamer asks for the directory or a --dest."""
+    text = (golden / "process_wf_failure.jobstate.log").read_text()
+    path = tmp_path / "plain" / "jobstate.log"
+    path.parent.mkdir()
+    path.write_text(text)
+    source = JobstateSource(path, state_path=tmp_path / "state")
+    events = asyncio.run(_events(source))
+    assert source.bad == 0
+    node_lines = [line.split() for line in text.splitlines() if " INTERNAL " not in line]
+    instances = {(p[1], int(p[6])) for p in node_lines}
+    starts = [e for e in events if e.name == "stampede.job_inst.submit.start"]
+    assert {(e.fields["job.id"], e.fields["job_inst.id"]) for e in starts} == instances
+    assert [(e.name, e.fields.get("status")) for e in events if e.name.startswith("stampede.xwf.")] == [
+        ("stampede.xwf.start", None), ("stampede.xwf.end", 1)]
+    pegasus_dir = tmp_path / "submit"
+    pegasus_dir.mkdir()
+    (pegasus_dir / "jobstate.log").write_text(text)
+    (pegasus_dir / "braindump.yml").write_text("wf_uuid: f84f05fc-a8d0-42b5-bac5-52d6f41a77e3\ndag: process-0.dag\n")
+    run = subprocess.run([python, "-m", "streamer", "replay", str(pegasus_dir / "jobstate.log")],
+                         capture_output=True, text=True)
+    assert run.returncode == 2 and "replay the directory" in run.stderr
+    assert not list(pegasus_dir.glob("*.stampede.db"))
+    out = tmp_path / "x.jsonl"
+    ok = subprocess.run([python, "-m", "streamer", "replay", str(pegasus_dir / "jobstate.log"), "--dest", str(out),
+                         "-q"], capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    assert {json.loads(line)["xwf_id"] for line in out.read_text().splitlines()} == {
+        "f84f05fc-a8d0-42b5-bac5-52d6f41a77e3"}

@@ -71,6 +71,10 @@ NODE_EVENTS: dict[str, tuple[tuple[str, int | None], ...]] = {
 }
 """Node events with no Stampede counterpart (JOB_SUSPENDED, SHADOW_EXCEPTION, ...) give no
 event but still count in `js.id`, so the numbering matches the log line for line."""
+# monitord writes some states under other names in the jobstate.log it keeps
+NODE_EVENTS["SUBMIT_FAILED"] = NODE_EVENTS["SUBMIT_FAILURE"]
+NODE_EVENTS["PRE_SCRIPT_FAILED"] = NODE_EVENTS["PRE_SCRIPT_FAILURE"]
+NODE_EVENTS["POST_SCRIPT_FAILED"] = NODE_EVENTS["POST_SCRIPT_FAILURE"]
 
 
 class DagmanLogError(ValueError):
@@ -127,6 +131,8 @@ class DagmanJobstate:
     def __init__(self, log_path: str | Path, *, wf_uuid: str | None = None, dag: Path | None = None,
                  dag_name: str | None = None) -> None:
         self.log_path = Path(log_path)
+        self.from_braindump = wf_uuid is not None
+        """The workflow id is a Pegasus braindump's (the directory is a Pegasus submit dir)."""
         self.dag = plaindag.read_dag(dag) if dag is not None else None
         self.xwf_id = wf_uuid or workflow_uuid(dag if dag is not None else self.log_path)
         self.dag_name = dag_name or (dag.name if dag is not None else self.log_path.name)
@@ -234,6 +240,8 @@ class DagmanJobstate:
             self.recovery = "finished"
         elif what == "RECOVERY_FAILURE":
             self.recovery = "failure"
+        elif what in ("MONITORD_STARTED", "MONITORD_FINISHED"):
+            pass  # monitord's own markers (a jobstate.log monitord wrote): not DAGMan's
         else:
             raise DagmanLogError(f"unknown INTERNAL line {what!r}")
 
@@ -276,7 +284,7 @@ class DagmanJobstate:
             elif suffix == "post.end" and status == 0:
                 fields["exitcode"] = 0
             self._emit(out, "job_inst." + suffix, fields)
-        if event in ("POST_SCRIPT_SUCCESS", "POST_SCRIPT_FAILURE"):
+        if event in ("POST_SCRIPT_SUCCESS", "POST_SCRIPT_FAILURE", "POST_SCRIPT_FAILED"):
             del self.nodes[node]  # the last line of an instance: memory follows live nodes
 
 
