@@ -99,6 +99,8 @@ class JobstateSource(Source):
     async def batches(self) -> AsyncIterator[Batch]:
         follower = FileFollower(self.path, follow=self.follow, start=self.start, poll_interval=self.poll_interval)
         self._follower = follower
+        if self.follow and self.until_finished and self.converter.starts and not self.converter.running:
+            follower.stop()  # resumed after DAGMan had finished: read what came since, then end
         total = self.path.stat().st_size if self.path.is_file() else None
         last: FilePosition | None = self.start
         async for chunk in follower.chunks():
