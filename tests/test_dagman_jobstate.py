@@ -359,3 +359,26 @@ def test_a_jobstate_log_monitord_wrote(tmp_path: Path, golden: Path, python: str
     assert ok.returncode == 0, ok.stderr
     assert {json.loads(line)["xwf_id"] for line in out.read_text().splitlines()} == {
         "f84f05fc-a8d0-42b5-bac5-52d6f41a77e3"}
+
+
+def test_follow_ends_when_dagman_has_finished(tmp_path: Path, python: str) -> None:
+    path = write_plain_dag(tmp_path, with_log=False)
+    lines = log_text().splitlines(keepends=True)
+    path.write_text("".join(lines[:20]))
+    out = tmp_path / "out.jsonl"
+    proc = subprocess.Popen([python, "-m", "streamer", "follow", str(path), "--dest", str(out), "-q"],
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and (not out.exists() or out.read_text().count("\n") < 20):
+            time.sleep(0.05)
+        assert proc.poll() is None  # DAGMan has not finished: still following
+        with open(path, "a") as handle:
+            handle.writelines(lines[20:])
+        _, err = proc.communicate(timeout=60)  # ends by itself after DAGMAN_FINISHED
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert out.read_text().count("\n") == 61
