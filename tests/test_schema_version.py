@@ -21,15 +21,16 @@ from streamer.synth.dagjobstate import write_plain_dag
 ADMIN = [sys.executable, "-m", "Pegasus.cli.pegasus-db-admin"]
 
 
-def _admin(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*ADMIN, *args], capture_output=True, text=True)
+def _admin(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """pegasus-db-admin; a downgrade of a server database dumps it (`<db>-<time>.sql`) into `cwd`."""
+    return subprocess.run([*ADMIN, *args], capture_output=True, text=True, cwd=cwd)
 
 
-def old_database(url: str, version: int) -> None:
+def old_database(url: str, version: int, workdir: Path) -> None:
     """A Stampede DB of `version` (8 or 9) as pegasus-db-admin leaves it: rows 14, 13, ..., version."""
-    created = _admin("create", url)
+    created = _admin("create", url, cwd=workdir)
     assert created.returncode == 0, created.stderr
-    down = _admin("downgrade", "-f", "-V", "4.8.0", url)
+    down = _admin("downgrade", "-f", "-V", "4.8.0", url, cwd=workdir)
     assert down.returncode == 0, down.stderr + down.stdout
     if version == 9:  # the downgrade passed through 9 (a no-op step of Pegasus's migrations): stop there
         _sql(url, "DELETE FROM dbversion WHERE version_number = 8")
@@ -82,7 +83,7 @@ def _replay(log: Path, url: str, *extra: str) -> subprocess.CompletedProcess:
 
 def _check_refused_then_upgraded(tmp_path: Path, url: str, version: int) -> None:
     log = write_plain_dag(tmp_path / "dag")
-    old_database(url, version)
+    old_database(url, version, tmp_path)
     assert _admin("check", url).returncode != 0  # Pegasus itself calls it incompatible
     before = _sql(url, "SELECT id, version_number, version FROM dbversion ORDER BY id")
     assert max(r[1] for r in before) == 14 and before[-1][1] == version  # MAX() would say 14
