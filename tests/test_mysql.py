@@ -253,3 +253,42 @@ async def test_kill9_then_resume_equals_clean_load(mysql_db: str, tmp_path: Path
     await asyncio.to_thread(_run_and_kill, python, mysql_db, golden, COPIES, SIZE, KILL_AFTER, checkpoint)
     clean = await asyncio.to_thread(_clean_sqlite, tmp_path, golden, COPIES)
     assert_same(await mysql_snapshot(mysql_db), clean)
+
+
+# ---------------------------------------------------------------- against monitord itself
+
+def _statistics(submit: Path, url: str) -> dict[str, str]:
+    props = submit.parent / f"{submit.name}.properties"
+    props.write_text(f"pegasus.monitord.output = {url}\n")
+    run = subprocess.run([sys.executable, "-m", "Pegasus.cli.pegasus-statistics", "--conf", str(props), "-s", "all",
+                          str(submit)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    return {p.name: p.read_text() for p in sorted((submit / "statistics").iterdir())}
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("name", ["process_wf_failure", "hierarchical_wf_success"])
+async def test_same_rows_and_statistics_as_monitord_into_mariadb(tmp_path: Path, corpus: Path, mysql_server: str,
+                                                                 name: str) -> None:
+    """The real pegasus-monitord (pegasus-wms 5.1.3) and streamer, each replaying the corpus dir into its own
+    MariaDB database: the same rows, and pegasus-statistics prints the same on both."""
+    import os
+
+    theirs_db, ours_db = (f"streamer_test_{uuid.uuid4().hex[:12]}" for _ in range(2))
+    theirs_url, ours_url = f"{mysql_server}/{theirs_db}", f"{mysql_server}/{ours_db}"
+    try:
+        await _query(mysql_server, None, f'CREATE DATABASE "{theirs_db}"')
+        theirs = _copy_submit_dir(corpus, name, tmp_path / "monitord", monitord_state=False)
+        dagman_out = next(theirs.glob("*.dagman.out")).name
+        run = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "Pegasus.cli.pegasus-monitord", "-r",
+                                                       "--dest", theirs_url, dagman_out], cwd=theirs,
+                                      env={**os.environ, "TZ": "UTC"}, capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, run.stderr[-2000:]
+        ours = _copy_submit_dir(corpus, name, tmp_path / "streamer", monitord_state=False)
+        await asyncio.to_thread(replay, ours, ours_url)
+        assert_same(without_total_memory(await mysql_snapshot(ours_url)), await mysql_snapshot(theirs_url))
+        assert await asyncio.to_thread(_statistics, ours, ours_url) == \
+            await asyncio.to_thread(_statistics, theirs, theirs_url)
+    finally:
+        for db in (theirs_db, ours_db):
+            await _query(mysql_server, None, f'DROP DATABASE IF EXISTS "{db}"')

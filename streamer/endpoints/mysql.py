@@ -38,6 +38,9 @@ from .dbcommon import WriteStats
 from .loader import ID_TABLES, Loader, Plan, SQLDialect, doomed_sql, expunge_statements
 
 log = logging.getLogger("streamer.endpoints.db")
+# asyncmy logs every server note as a warning; the notes a load gets are DECIMAL roundings of values with
+# more digits than the column keeps (as PostgreSQL rounds them, silently): not worth a line each
+logging.getLogger("asyncmy").setLevel(logging.ERROR)
 
 try:
     import asyncmy
