@@ -382,3 +382,18 @@ def test_follow_ends_when_dagman_has_finished(tmp_path: Path, python: str) -> No
             proc.wait()
     assert proc.returncode == 0, err
     assert out.read_text().count("\n") == 61
+
+
+def test_follow_of_a_plain_dagman_out_ends_with_dagman(tmp_path: Path, python: str) -> None:
+    from streamer.synth.dagjobstate import write_plain_dagman_out
+
+    dagman_out = write_plain_dagman_out(tmp_path / "dag")
+    outs = []
+    for command in ("replay", "follow"):
+        out = tmp_path / f"{command}.jsonl"
+        run = subprocess.run([python, "-m", "streamer", command, str(dagman_out), "--timezone", "UTC", "-q",
+                              "--dest", str(out), "--state", str(tmp_path / f"{command}.state")],
+                             capture_output=True, text=True, timeout=120)
+        assert run.returncode == 0, run.stderr
+        outs.append([json.loads(line)["event_id"] for line in out.read_text().splitlines()])
+    assert outs[0] == outs[1] and len(outs[0]) == 47
