@@ -1,6 +1,7 @@
-"""Throughput of the Stampede database endpoints (SQLite and PostgreSQL).
+"""Throughput of the Stampede database endpoints (SQLite, PostgreSQL, MySQL/MariaDB).
 
     python bench/bench_db.py [--events 200000] [--batch 5000] [--pg postgresql://postgres@127.0.0.1:5432/postgres]
+                             [--mysql mysql://root@127.0.0.1:3306] [--skip sqlite|postgres|mysql]
 
 The stream is the four golden monitord streams repeated with fresh workflow
 uuids until it holds at least `--events` events (as many workflows as
@@ -70,13 +71,33 @@ async def bench_postgres(admin_dsn: str, events: list, size: int) -> dict:
         await admin.close()
 
 
+async def bench_mysql(server: str, events: list, size: int) -> dict:
+    """Into a fresh database (the endpoint creates it), dropped afterwards."""
+    import asyncmy
+
+    from streamer.endpoints.mysql import parse_target
+    from streamer.urls import EndpointURL
+
+    name = f"streamer_bench_{uuid.uuid4().hex[:10]}"
+    try:
+        return await run(f"{server}/{name}", events, size)
+    finally:
+        t = parse_target(EndpointURL.parse(f"{server}/{name}"))
+        conn = await asyncmy.connect(host=t.host, port=t.port, user=t.user, password=t.password or "")
+        async with conn.cursor() as cur:
+            await cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
+        conn.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=200_000)
     parser.add_argument("--batch", type=int, default=5000, help="events per write (the bus's default: 5000)")
     parser.add_argument("--golden", default=os.environ.get("STREAMER_SHARED", str(ROOT.parent / "shared")) + "/golden")
     parser.add_argument("--pg", default=os.environ.get("STREAMER_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres"))
-    parser.add_argument("--skip", choices=["sqlite", "postgres"], action="append", default=[])
+    parser.add_argument("--mysql", default=os.environ.get("STREAMER_BENCH_MYSQL", "mysql://root@127.0.0.1:3306"),
+                        help="MySQL/MariaDB server URL without database")
+    parser.add_argument("--skip", choices=["sqlite", "postgres", "mysql"], action="append", default=[])
     args = parser.parse_args()
 
     t0 = time.perf_counter()
@@ -94,6 +115,12 @@ def main() -> None:
         if own != args.batch:
             print(f"postgresql with the endpoint's own batch size ({own:,} events, its `batch` option):")
             report("postgresql", asyncio.run(bench_postgres(args.pg, events, own)), 50_000)
+    if "mysql" not in args.skip:
+        report("mysql", asyncio.run(bench_mysql(args.mysql, events, args.batch)), 10_000)
+        own = int(create_endpoint(args.mysql + "/x").option("batch"))
+        if own != args.batch:
+            print(f"mysql with the endpoint's own batch size ({own:,} events, its `batch` option):")
+            report("mysql", asyncio.run(bench_mysql(args.mysql, events, own)), 10_000)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run the whole test suite on a fresh machine: installs what it needs into .venv,
-# starts local PostgreSQL / RabbitMQ if they are installed but stopped, runs pytest.
+# starts local PostgreSQL / RabbitMQ / MariaDB if they are installed but stopped, runs pytest.
 # Extra arguments go to pytest (e.g. scripts/test.sh -k codecs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +22,22 @@ if ! port_open 5672 && command -v rabbitmq-server >/dev/null 2>&1; then
   echo "test.sh: starting RabbitMQ"
   rabbitmq-server -detached || true
   wait_port 5672 90 || echo "test.sh: RabbitMQ did not come up" >&2
+fi
+
+# MariaDB (mysql:// endpoint tests): install when missing, start when stopped; root logs in over TCP
+# without a password as on Debian's test machines (tests use random database names).
+if ! port_open 3306; then
+  if ! command -v mariadbd >/dev/null 2>&1 && ! command -v mysqld >/dev/null 2>&1 && [ "$(id -u)" = 0 ] \
+      && command -v apt-get >/dev/null 2>&1; then
+    echo "test.sh: installing mariadb-server"
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mariadb-server) \
+      || echo "test.sh: could not install mariadb-server" >&2
+  fi
+  if [ -x /etc/init.d/mariadb ]; then
+    echo "test.sh: starting MariaDB"
+    /etc/init.d/mariadb start >/dev/null 2>&1 || true
+    wait_port 3306 60 || echo "test.sh: MariaDB did not come up" >&2
+  fi
 fi
 
 exec .venv/bin/python -m pytest -q "$@"

@@ -13,6 +13,7 @@ from . import __version__
 from .config import ConfigError, EndpointSpec, Settings, from_properties, load_toml, normalise_url
 from .endpoints import EndpointError
 from .filters import EventFilter, FilterError
+from .cli_jobstate import is_jobstate_log, run_jobstate
 from .runtime import run, setup_logging
 from .urls import mask
 
@@ -34,6 +35,8 @@ endpoint URLs (--dest, repeatable; each takes ?events=PATTERNS):
   amqp://user:pass@host:5672/vhost/exchange   RabbitMQ topic exchange (amqps:// for TLS)
   postgresql://user@host:5432/db              Stampede schema, created if missing
   sqlite:///relative.db  sqlite:////abs.db    Stampede schema, embedded
+  mysql://user:pass@host:3306/db              Stampede schema in MySQL / MariaDB (mariadb:// too)
+  (database endpoints: --upgrade-schema upgrades an older Stampede schema, else it is refused)
   (Chimbuko provenance records, chimbuko.* events, go to their own tables beside it)
 
 filters (?events=, --events): comma-separated globs, OR-ed; * matches any run
@@ -49,6 +52,7 @@ examples:
   streamer tail amqp://guest:guest@localhost/%2F/pegasus --events 'stampede.job_inst.*'
   streamer replay /path/to/submit/dir            # jobstate.log + <dag>.stampede.db, like monitord -r
   streamer follow /path/to/submit/dir --dest amqp://...   # live, until DAGMan exits
+  streamer replay /path/to/dag/jobstate.log      # a plain DAG's JOBSTATE_LOG -> <dag>.stampede.db
 """
 
 
@@ -72,6 +76,9 @@ def _endpoint_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--conf", metavar="PROPERTIES",
                        help="pegasus.properties: pegasus.catalog.workflow[.<name>].url/.events, "
                             "pegasus.monitord.encoding")
+    group.add_argument("--upgrade-schema", action="store_true",
+                       help="database endpoints: upgrade an older Stampede schema (8..13) to 14 in place, as "
+                            "pegasus-db-admin update does (default: refuse it, naming that command)")
     group.add_argument("--on-error", choices=("stop", "isolate"),
                        help="a failing endpoint stops the run (default) or is isolated while the others go on")
 
@@ -92,7 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
                                            "chimbuko.* events.",
                                epilog=EPILOG, formatter_class=HelpFormatter)
     load.add_argument("files", nargs="+", metavar="FILE",
-                      help=".bp or .jsonl event file(s), or Chimbuko provenance exports (anomalies.jsonl, ...)")
+                      help=".bp or .jsonl event file(s), one DAGMan jobstate.log (recognised by its lines), "
+                           "or Chimbuko provenance exports (anomalies.jsonl, ...)")
     _endpoint_options(load)
     load.add_argument("-f", "--follow", action="store_true",
                       help="keep reading as the files grow (rotation, truncation, late creation handled)")
@@ -121,12 +129,16 @@ def build_parser() -> argparse.ArgumentParser:
         cmd = commands.add_parser(name, help=what.split(" (")[0].lower().rstrip("."), description=what +
                                   " With no --dest, writes jobstate.log and <dag>.stampede.db next to "
                                   "the workflow, as monitord does.", epilog=EPILOG, formatter_class=HelpFormatter)
-        cmd.add_argument("path", metavar="SUBMIT_DIR|DAGMAN_OUT")
+        cmd.add_argument("path", metavar="SUBMIT_DIR|DAGMAN_OUT|JOBSTATE_LOG",
+                         help="a Pegasus submit dir, its *.dagman.out (also a plain DAG's, without "
+                              "braindump), or a plain DAG's jobstate.log (DAGMan's JOBSTATE_LOG; its state "
+                              "goes to <jobstate.log>.streamer.json)")
         _endpoint_options(cmd)
         cmd.add_argument("--no-recursive", action="store_true", help="do not follow sub-workflows")
         cmd.add_argument("--timezone", metavar="TZ", help="zone of DAGMan's zone-less times (default: local)")
         cmd.add_argument("--append", action="store_true",
-                         help="database endpoints: keep rows of an earlier load of this workflow")
+                         help="keep what an earlier run wrote: database rows of this workflow, and "
+                              "the content of file endpoints (a replay overwrites them otherwise, as monitord -r)")
         cmd.add_argument("--no-jobstate", action="store_true", help="do not write jobstate.log")
         cmd.add_argument("--parser", choices=("auto", "thread", "process"), default="auto",
                          help="where log parsing runs: a thread, or a child process that overlaps it with "
@@ -167,6 +179,9 @@ def collect_endpoints(args: argparse.Namespace, defaults: list[str] | None = Non
         spec.events = spec.events or default_filter
     if getattr(args, "on_error", None):
         settings.on_error = args.on_error
+    if getattr(args, "upgrade_schema", False):
+        for spec in settings.endpoints:
+            spec.options.setdefault("upgrade_schema", True)
     for spec in settings.endpoints:
         if spec.events:
             EventFilter(spec.events)  # raise FilterError early, naming the pattern
@@ -184,6 +199,13 @@ async def cmd_load(args: argparse.Namespace) -> int:
     settings = collect_endpoints(args)
     if not settings.endpoints:
         raise ConfigError("no endpoint: give --dest URL (e.g. --dest file:///tmp/events.jsonl), --config or --conf")
+    jobstate_logs = [name for name in args.files if is_jobstate_log(Path(name))]
+    if jobstate_logs:
+        if len(args.files) > 1:
+            raise ConfigError(f"{jobstate_logs[0]}: a DAGMan jobstate.log is loaded on its own "
+                              "(one streamer load per jobstate.log)")
+        return await run_jobstate(args, Path(jobstate_logs[0]), follow=args.follow, command="load",
+                                  collect_endpoints=collect_endpoints, report=_report)
     for name in args.files:
         path = Path(name)
         if path.is_dir():
@@ -278,20 +300,24 @@ async def cmd_monitor(args: argparse.Namespace, *, follow: bool) -> int:
     except ImportError as exc:
         raise ConfigError(f"the workflow monitor is not available in this build: {exc}") from None
     path = Path(args.path)
+    if is_jobstate_log(path) and (path.exists() or follow):
+        return await run_jobstate(args, path, follow=follow, command="follow" if follow else "replay",
+                                  collect_endpoints=collect_endpoints, report=_report)
     if not path.exists():
-        raise ConfigError(f"{args.path}: no such submit directory or dagman.out file")
+        raise ConfigError(f"{args.path}: no such submit directory, dagman.out or jobstate.log file")
     source = WorkflowSource(path, follow=follow, recursive=not args.no_recursive, timezone=args.timezone,
                             keep_alive=getattr(args, "keep_alive", False), write_jobstate=not args.no_jobstate,
                             state_path=Path(args.state) if args.state else None, parser=args.parser)
     settings = collect_endpoints(args, defaults=[source.default_db_url()])
-    defaults = {"replay": not args.append and not follow}
+    defaults = {"replay": not args.append and not follow and not source.will_resume()}
     if not args.dest and not args.config and not args.conf and not args.quiet:
         sys.stderr.write(f"streamer: no --dest: writing {mask(settings.endpoints[0].url)} and jobstate.log\n")
     started = time.time()
-    markers.write_started(Path(source.submit_dir), started)
+    if not source.plain:  # Pegasus's tools read these; a plain DAG's directory is left as DAGMan made it
+        markers.write_started(Path(source.submit_dir), started)
     result = await run_pipeline(source, settings.endpoints, on_error=settings.on_error, defaults=defaults,
                                 progress=None if not args.quiet else False, label="events")
-    if result.exit_code == 0 and result.interrupted is None:
+    if result.exit_code == 0 and result.interrupted is None and not source.plain:
         markers.write_done(Path(source.submit_dir), started, time.time())
     if not args.quiet:
         print_summary(result, sys.stderr)

@@ -23,6 +23,8 @@ PG_HOST = os.environ.get("STREAMER_PG_HOST", "127.0.0.1")
 PG_PORT = int(os.environ.get("STREAMER_PG_PORT", "5432"))
 AMQP_HOST = os.environ.get("STREAMER_AMQP_HOST", "127.0.0.1")
 AMQP_PORT = int(os.environ.get("STREAMER_AMQP_PORT", "5672"))
+MYSQL_HOST = os.environ.get("STREAMER_MYSQL_HOST", "127.0.0.1")
+MYSQL_PORT = int(os.environ.get("STREAMER_MYSQL_PORT", "3306"))
 
 
 def unavailable(reason: str) -> None:
@@ -63,6 +65,15 @@ def postgres_dsn() -> str:
         unavailable(f"PostgreSQL not reachable at {PG_HOST}:{PG_PORT}")
     user = os.environ.get("STREAMER_PG_USER", "postgres")
     return f"postgresql://{user}@{PG_HOST}:{PG_PORT}/postgres"
+
+
+@pytest.fixture
+def mysql_server() -> str:
+    """`mysql://root@host:port` of the MariaDB/MySQL server (no database)."""
+    if not port_open(MYSQL_HOST, MYSQL_PORT):
+        unavailable(f"MariaDB/MySQL not reachable at {MYSQL_HOST}:{MYSQL_PORT}")
+    user = os.environ.get("STREAMER_MYSQL_USER", "root")
+    return f"mysql://{user}@{MYSQL_HOST}:{MYSQL_PORT}"
 
 
 @pytest.fixture

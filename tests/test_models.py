@@ -107,7 +107,7 @@ def test_legacy_plan_event_from_seed_000() -> None:
 @pytest.mark.parametrize("old, new, fields, expected", [
     ("stampede.workflow.start", "stampede.xwf.start", {"wf.id": "w", "restart_count": "0"},
      {"xwf.id": "w", "restart_count": 0}),
-    ("stampede.jobinstance.mainjob.start", "stampede.job_inst.main.start",
+    ("stampede.jobinstance.mainjob.start", "stampede.job_inst.submit.start",
      {"wf.id": "w", "sched.id": "388.0", "job.id": "1", "exec_job.id": "create_dir", "job_stdout": "/o",
       "job_stderr": "/e", "job_stdin": "None"},
      {"xwf.id": "w", "sched.id": "388.0", "job_inst.id": 1, "job.id": "create_dir", "stdout.file": "/o",
@@ -130,8 +130,8 @@ def test_legacy_plan_event_from_seed_000() -> None:
     ("stampede.job", "stampede.job.info",
      {"exec_job.id": "cd", "submit_file": "cd.sub", "jobtype": "create dir", "clustered": "False",
       "max_retries": "3", "executable": "/bin/k", "arguments": "-n x", "task_count": "0"},
-     {"job.id": "cd", "submit_file": "cd.sub", "type_desc": "create dir", "clustered": 0, "max_retries": 3,
-      "executable": "/bin/k", "argv": "-n x", "task_count": 0}),
+     {"job.id": "cd", "submit_file": "cd.sub", "type_desc": "create-dir", "type": 6, "clustered": 0,
+      "max_retries": 3, "executable": "/bin/k", "argv": "-n x", "task_count": 0}),
     ("stampede.task.edge", "stampede.task.edge", {"parent_abs_task.id": "ID1", "child_abs_task.id": "ID2"},
      {"parent.task.id": "ID1", "child.task.id": "ID2"}),
     ("stampede.job.edge", "stampede.job.edge", {"parent_exec_job.id": "a", "child_exec_job.id": "b"},
@@ -150,7 +150,8 @@ def test_legacy_translation_table(old: str, new: str, fields: dict, expected: di
 
 def test_every_legacy_name_has_a_translation_target() -> None:
     for old, (new, _, _) in LEGACY.items():
-        assert new in MODELS or new == "stampede.jobinstance.state", old
+        # jobinstance.state: the target depends on its state (legacy.STATE_EVENTS, tests/test_legacy3x.py)
+        assert new in MODELS or old == "stampede.jobinstance.state", old
     assert translate("stampede.inv.end", {"a": 1}) == ("stampede.inv.end", {"a": 1})
 
 

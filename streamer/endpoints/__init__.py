@@ -18,6 +18,12 @@ REGISTRY: dict[str, str] = {
     "postgresql": "streamer.endpoints.postgres:PostgresEndpoint",
     "postgres": "streamer.endpoints.postgres:PostgresEndpoint",
     "sqlite": "streamer.endpoints.sqlite:SQLiteEndpoint",
+    "mysql": "streamer.endpoints.mysql:MySQLEndpoint",
+    "mariadb": "streamer.endpoints.mysql:MySQLEndpoint",
+    "mysql+pymysql": "streamer.endpoints.mysql:MySQLEndpoint",
+    "mysql+mysqldb": "streamer.endpoints.mysql:MySQLEndpoint",
+    "mysql+asyncmy": "streamer.endpoints.mysql:MySQLEndpoint",
+    "mariadb+pymysql": "streamer.endpoints.mysql:MySQLEndpoint",
 }
 
 

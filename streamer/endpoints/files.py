@@ -2,8 +2,10 @@
 
 Encoding comes from `?encoding=json|bp`, else from the suffix (`.jsonl`,
 `.json`, `.ndjson` -> JSON; anything else -> BP, monitord's default).
-`?fsync=true` makes every checkpoint fsync the file; `?mode=truncate` starts
-the file afresh instead of appending.
+`?fsync=true` makes every checkpoint fsync the file. `?mode=append` adds to
+the file, `?mode=truncate` starts it afresh; without `mode` a file is appended
+to, except in a replay (`streamer replay`, the `replay` option), which
+overwrites it as `pegasus-monitord -r --dest file.bp` does.
 """
 
 from __future__ import annotations
@@ -64,10 +66,19 @@ class FileEndpoint(Endpoint):
             raise EndpointError(f"{self.path}: is a directory")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            mode = "wb" if str(self.option("mode", "append")).lower() == "truncate" else "ab"
+            mode = self._open_mode()
             self._file = await aiofiles.open(self.path, mode)
         except OSError as exc:
             raise EndpointError(f"{self.path}: cannot open for writing: {exc.strerror or exc}") from None
+
+    def _open_mode(self) -> str:
+        requested = self.option("mode")
+        if requested is None:
+            return "wb" if self.flag("replay") else "ab"
+        value = str(requested).lower()
+        if value not in ("append", "truncate"):
+            raise EndpointError(f"{self.url.masked}: unknown mode {requested!r} (use append or truncate)")
+        return "wb" if value == "truncate" else "ab"
 
     def prepare(self, events: Sequence[Event]) -> None:
         if self.encoding == "json":

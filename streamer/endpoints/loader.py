@@ -486,7 +486,7 @@ class Loader:
 
     def plan(self, events: Sequence[Event]) -> Plan:
         """The rows of `events`; call `seed` for `unknown_uuids(events)` first."""
-        plan = Plan(events=len(events), strict=self.dialect.name == "postgresql")
+        plan = Plan(events=len(events), strict=self.dialect.name != "sqlite")
         for event in events:
             handler = self._handlers.get(event.name)
             if handler is None:
@@ -681,6 +681,8 @@ class Loader:
                 raise Rejected(f"status {status!r} is neither 0 (success) nor -1 (failure)")
             state = states[status + 1]
         _, inst = self._inst_id(event)
+        if event.fields.get("js.id") is None:
+            return  # no state sequence (a 3.x lifecycle event): the state has its own event with js.id
         ts = _need(event, "ts")
         seq = _need(event, "js.id")
         row = {"job_instance_id": inst, "state": state, "timestamp": ts, "jobstate_submit_seq": seq,

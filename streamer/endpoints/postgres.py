@@ -23,7 +23,7 @@ from typing import Any, Sequence
 
 from ..events import Event
 from ..urls import EndpointURL, mask
-from . import provenance_schema
+from . import provenance_schema, schema_version
 from . import stampede_schema as schema
 from .base import Endpoint, EndpointError
 from .dbcommon import WriteStats
@@ -109,7 +109,7 @@ class PostgresEndpoint(Endpoint):
                 asyncpg.exceptions.InvalidPasswordError) as exc:
             raise EndpointError(f"{self.name}: {mask(str(exc))}") from None
         try:  # the schema first: the pool's connections set up staging tables like its tables
-            await _ensure_schema(first, self.name)
+            await _ensure_schema(first, self.name, upgrade=self.flag("upgrade_schema"))
             self._sequences = {
                 t: await first.fetchval("SELECT pg_get_serial_sequence($1, $2)", t, pk)
                 for t, pk in ID_TABLES.items()
@@ -253,21 +253,32 @@ async def _copy_insert(conn: Any, table: str, cols: Sequence[str], rows: list[tu
         f"INSERT INTO {schema.quote(table)} ({names}) SELECT {names} FROM {staging} ON CONFLICT DO NOTHING")
 
 
-async def _ensure_schema(conn: Any, endpoint_name: str) -> None:
-    """Create the schema when missing; refuse a database of another schema."""
+async def _existing_tables(conn: Any) -> dict[str, list[str]]:
+    rows = await conn.fetch(
+        "SELECT table_name, column_name FROM information_schema.columns "
+        "WHERE table_schema = current_schema() ORDER BY table_name, ordinal_position"
+    )
+    existing: dict[str, list[str]] = {}
+    for table, column in rows:
+        existing.setdefault(table, []).append(column)
+    return existing
+
+
+async def _ensure_schema(conn: Any, endpoint_name: str, *, upgrade: bool = False) -> None:
+    """Create the schema when missing; upgrade (when asked) or refuse an older one; refuse another schema."""
     async with conn.transaction():
         await conn.execute(f"SELECT pg_advisory_xact_lock({_ADVISORY_LOCK})")
-        rows = await conn.fetch(
-            "SELECT table_name, column_name FROM information_schema.columns "
-            "WHERE table_schema = current_schema() ORDER BY table_name, ordinal_position"
-        )
-        existing: dict[str, list[str]] = {}
-        for table, column in rows:
-            existing.setdefault(table, []).append(column)
+        existing = await _existing_tables(conn)
         version = None
+        upgraded = False
         if existing.get("dbversion") == list(schema.BY_NAME["dbversion"].column_names):
-            version = await conn.fetchval("SELECT MAX(version_number) FROM dbversion")
+            version = schema_version.parse_version(await conn.fetchrow(schema_version.LATEST_VERSION_SQL))
         try:
+            if schema_version.needs_upgrade(version, endpoint_name, allowed=upgrade):
+                for sql in schema_version.upgrade_statements(existing, "postgresql"):
+                    await conn.execute(sql)
+                existing = await _existing_tables(conn)
+                version, upgraded = schema.SCHEMA_VERSION, True
             missing = schema.check(existing, version)
         except schema.SchemaMismatch as exc:
             raise EndpointError(f"{endpoint_name}: {exc}") from None
@@ -279,8 +290,9 @@ async def _ensure_schema(conn: Any, endpoint_name: str) -> None:
                 await conn.execute(schema.create_table_sql(table, "postgresql"))
             for sql in schema.create_index_sql(table, "postgresql"):
                 await conn.execute(sql)
-        if version is None:
+        if version is None or upgraded:
             await conn.execute(
                 "INSERT INTO dbversion (version_number, version, version_timestamp) VALUES ($1, $2, $3)",
-                schema.SCHEMA_VERSION, str(schema.SCHEMA_VERSION), int(time.time()),
+                schema.SCHEMA_VERSION,
+                schema_version.UPGRADED_VERSION_TEXT if upgraded else str(schema.SCHEMA_VERSION), int(time.time()),
             )

@@ -24,7 +24,7 @@ from typing import Any, Callable, Sequence
 
 from ..events import Event
 from ..urls import EndpointURL
-from . import provenance_schema
+from . import provenance_schema, schema_version
 from . import stampede_schema as schema
 from .base import Endpoint, EndpointError
 from .dbcommon import WriteStats
@@ -132,7 +132,7 @@ class SQLiteEndpoint(Endpoint):
                 raise EndpointError(f"{self.name}: synchronous must be off, normal, full or extra")
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(f"PRAGMA synchronous={sync}")
-            _ensure_schema(conn, self.name)
+            _ensure_schema(conn, self.name, upgrade=self.flag("upgrade_schema"))
         except sqlite3.DatabaseError as exc:
             conn.close()
             raise EndpointError(f"{self.name}: {self.path} is not a usable SQLite database: {exc}") from None
@@ -220,16 +220,20 @@ def _existing_tables(conn: sqlite3.Connection) -> dict[str, list[str]]:
     return {name: [r[1] for r in conn.execute(f'PRAGMA table_info("{name}")')] for name in names}
 
 
-def _ensure_schema(conn: sqlite3.Connection, endpoint_name: str) -> None:
-    """Create the schema when missing; refuse a database of another schema."""
+def _ensure_schema(conn: sqlite3.Connection, endpoint_name: str, *, upgrade: bool = False) -> None:
+    """Create the schema when missing; upgrade (when asked) or refuse an older one; refuse another schema."""
     conn.execute("BEGIN IMMEDIATE")
     try:
         existing = _existing_tables(conn)
         version = None
+        upgraded = False
         if "dbversion" in existing and existing["dbversion"] == list(schema.BY_NAME["dbversion"].column_names):
-            row = conn.execute("SELECT MAX(version_number) FROM dbversion").fetchone()
-            version = row[0] if row else None
+            version = schema_version.parse_version(conn.execute(schema_version.LATEST_VERSION_SQL).fetchone())
         try:
+            if schema_version.needs_upgrade(version, endpoint_name, allowed=upgrade):
+                for sql in schema_version.upgrade_statements(existing, "sqlite"):
+                    conn.execute(sql)
+                existing, version, upgraded = _existing_tables(conn), schema.SCHEMA_VERSION, True
             missing = schema.check(existing, version)
         except schema.SchemaMismatch as exc:
             raise EndpointError(f"{endpoint_name}: {exc}") from None
@@ -238,10 +242,11 @@ def _ensure_schema(conn: sqlite3.Connection, endpoint_name: str) -> None:
                 conn.execute(schema.create_table_sql(table, "sqlite"))
             for sql in schema.create_index_sql(table, "sqlite"):
                 conn.execute(sql)
-        if version is None:
+        if version is None or upgraded:
             conn.execute(
                 "INSERT INTO dbversion (version_number, version, version_timestamp) VALUES (?, ?, ?)",
-                (schema.SCHEMA_VERSION, str(schema.SCHEMA_VERSION), int(time.time())),
+                (schema.SCHEMA_VERSION, schema_version.UPGRADED_VERSION_TEXT if upgraded else str(schema.SCHEMA_VERSION),
+                 int(time.time())),
             )
         conn.execute("COMMIT")
     except BaseException:

@@ -29,7 +29,7 @@ import orjson
 
 from ..atomic import write_atomically
 from ..sources.base import Batch, Source
-from . import braindump
+from . import braindump, plaindag
 from .runner import SNAPSHOT_INTERVAL, ProcessRunner, Step, ThreadRunner, make_runner
 from .tracker import READ_SIZE
 
@@ -58,7 +58,9 @@ class WorkflowSource(Source):
         self.timezone = timezone
         self.write_jobstate = write_jobstate
         self.dagman_out, self.submit_dir = _locate(Path(path))
-        params = braindump.load(self.submit_dir)
+        params, self.plain = plaindag.load_params(self.submit_dir, self.dagman_out)
+        if self.plain:  # DAGMan may write a jobstate.log of its own there (JOBSTATE_LOG): leave it alone
+            self.write_jobstate = False
         self.root_xwf_id: str | None = params.get("wf_uuid")
         self.dag_file: str | None = params.get("dag")
         self.state_path = Path(state_path) if state_path else Path(self.submit_dir) / STATE_FILE
@@ -90,6 +92,10 @@ class WorkflowSource(Source):
         if data.get("complete") and not self.follow:
             return None  # a finished replay replays from the start, as monitord -r does
         return data
+
+    def will_resume(self) -> bool:
+        """A state file this source will resume from (so a replay must not start its outputs afresh)."""
+        return self._load_state() is not None
 
     def _runner(self) -> ThreadRunner | ProcessRunner:
         state = self._load_state()

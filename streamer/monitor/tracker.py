@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..limits import MAX_LINE
+from . import plaindag
 from .dagman import BadTime, LineParser
 from .workflow import Workflow, WorkflowError
 
@@ -80,9 +81,9 @@ class Tracker:
         """Create the entry's engine once its braindump is there (a sub-workflow may not be planned yet)."""
         if entry.workflow is not None or entry.broken:
             return entry.workflow
-        braindump = Path(entry.run_dir)
-        if not (braindump / "braindump.yml").is_file() and not (braindump / "braindump.txt").is_file():
-            return None
+        if not plaindag.has_braindump(entry.run_dir) and (
+                entry.parent or not plaindag.dag_of(entry.dagman_out).is_file()):
+            return None  # a sub-workflow not planned yet (a root without braindump is a plain DAG)
         try:
             entry.workflow = Workflow(
                 entry.run_dir, entry.dagman_out, parser=self.parser,

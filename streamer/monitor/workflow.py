@@ -21,7 +21,7 @@ from typing import Any, Callable, Generator
 
 from ..events import Event, FieldError
 from ..limits import read_bounded
-from . import braindump, jobstate, kickstart, staticbp, submitfile
+from . import braindump, jobstate, kickstart, plaindag, staticbp, submitfile
 from .dagman import LineParser, classify
 from .job import REQUEST_KEYS, Job
 
@@ -67,7 +67,8 @@ class Workflow:
         the child-process runner moves that work to the parent, which has cycles to spare."""
         self.out: list[Any] = []
         self.warn = on_warning or _log_warning
-        params = braindump.load(self.run_dir)
+        params, self.plain = plaindag.load_params(self.run_dir, self.dagman_out)
+        """A plain DAGMan workflow (no braindump): identity and jobs from the .dag file, no kickstart."""
         self.wf_uuid = params.get("wf_uuid")
         self.dag_file = params.get("dag")
         if not self.wf_uuid or not self.dag_file:
@@ -81,6 +82,8 @@ class Workflow:
         self.dax_file = params.get("dax")
         stamp = params.get("timestamp") or params.get("pegasus_wf_time")
         self.wf_ts = kickstart.epochdate(stamp) if stamp else None
+        if self.wf_ts is None and self.plain:  # the DAG file's time: stable, so are the events' ids
+            self.wf_ts = int(os.stat(os.path.join(self.run_dir, self.dag_file)).st_mtime)
         if self.wf_ts is None:
             self.wf_ts = started_at or 0
         if "submit_dir" in params and params["submit_dir"]:
@@ -182,7 +185,10 @@ class Workflow:
         self.emit("static.start", {"ts": self.wf_ts})
         self._static_parent = (parent_jobid, parent_jobseq)
         bp_path = Path(self.run_dir) / (os.path.splitext(self.dag_file)[0] + ".static.bp")
-        if bp_path.is_file():
+        if self.plain:  # the jobs and edges of the .dag file stand in for the planner's static.bp
+            dag = plaindag.read_dag(Path(self.run_dir) / self.dag_file)
+            self._static = iter(plaindag.static_events(dag, self.wf_ts))
+        elif bp_path.is_file():
             self._static = staticbp.read(bp_path)  # drained by drain_static(), a slice per step
         else:
             self.warn(f"{bp_path}: static.bp missing; no static events for {self.wf_uuid}")
@@ -861,6 +867,8 @@ class Workflow:
     # ------------------------------------------------------------ job output files
     def parse_job_output(self, job: Job) -> None:
         """Kickstart record(s), .err file, registrations: inv.*, host.info, rc.*, int.metric events."""
+        if self.plain:
+            return  # a plain DAG's job output is the job's own: no kickstart record to read
         info = self.job_info.get(job.name)
         parse_kickstart = not (info is not None and info[IS_SUBDAG])
         records: list[dict[str, Any]] = []

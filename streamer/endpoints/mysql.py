@@ -1,0 +1,400 @@
+"""MySQL / MariaDB endpoint: `mysql://user[:password]@host[:port]/database` (asyncmy).
+
+Pegasus's URL form (`mysql://username:userpass@hostname/database_name`, seed
+003); `mariadb://` and SQLAlchemy's `mysql+pymysql://` / `mysql+mysqldb://`
+are the same endpoint. The database is created if missing (utf8mb4), and the
+Stampede schema in it as Pegasus creates it in MySQL
+(`stampede_schema_mysql.py`), checked and upgraded like the other databases
+(`schema_version.py`).
+
+One batch = one transaction, planned by the shared loader. Writers share a
+database safely: each batch runs under the named lock `streamer.stampede`
+(GET_LOCK), takes its new ids from the tables' current maximum under that
+lock and commits before releasing it, so two streamers never hand out the
+same id. Every insert is idempotent on the table's natural key (`ON DUPLICATE
+KEY UPDATE` of nothing), so a batch re-sent after a crash or a lost
+connection changes nothing. A lost connection is retried with back-off for
+`retry_for` seconds (default 300), like the PostgreSQL endpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import logging
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Sequence
+from urllib.parse import unquote, urlsplit
+
+from ..events import Event
+from ..urls import EndpointURL, mask
+from . import schema_version
+from . import stampede_schema as schema
+from . import stampede_schema_mysql as mysql_schema
+from .base import Endpoint, EndpointError
+from .dbcommon import WriteStats
+from .loader import ID_TABLES, Loader, Plan, SQLDialect, doomed_sql, expunge_statements
+
+log = logging.getLogger("streamer.endpoints.db")
+# asyncmy logs every server note as a warning; the notes a load gets are DECIMAL roundings of values with
+# more digits than the column keeps (as PostgreSQL rounds them, silently): not worth a line each
+logging.getLogger("asyncmy").setLevel(logging.ERROR)
+
+try:
+    import asyncmy
+    from asyncmy import errors as mysql_errors
+except ModuleNotFoundError:  # pragma: no cover - asyncmy is a runtime dependency
+    asyncmy = None  # type: ignore[assignment]
+    mysql_errors = None  # type: ignore[assignment]
+
+LOCK_NAME = "streamer.stampede"
+"""Named lock every writer takes for a batch (and for creating the schema)."""
+LOCK_TIMEOUT = 300
+SQL_MODE = "ANSI_QUOTES,STRICT_TRANS_TABLES,NO_ZERO_DATE,NO_ZERO_IN_DATE,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION"
+_LOST = {2003, 2006, 2013, 2055, 1927, 1053}
+"""Client/server error codes of a connection that went away (or never came)."""
+
+
+@dataclass(frozen=True)
+class _MySQLDialect(SQLDialect):
+    """The loader's SQL in MySQL: `%s` placeholders, `IN (...)` lists, `<=>` for null-safe equality."""
+
+    def ph(self, i: int) -> str:
+        return "%s"
+
+    def any_of(self, expr: str, values: Sequence[Any], start: int = 1) -> tuple[str, list[Any]]:
+        return f"{expr} IN ({', '.join(['%s'] * len(values))})", list(values)
+
+    @property
+    def same(self) -> str:
+        return "<=>"
+
+
+MYSQL = _MySQLDialect("mysql")  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class MySQLTarget:
+    host: str
+    port: int
+    user: str
+    password: str | None
+    database: str
+
+
+def parse_target(url: EndpointURL) -> MySQLTarget:
+    parts = urlsplit(url.base)
+    database = unquote(parts.path.lstrip("/"))
+    if not database or "/" in database:
+        raise EndpointError(f"{url.masked}: give the database as the URL's path (mysql://user@host/database)")
+    try:
+        port = parts.port or 3306
+    except ValueError:
+        raise EndpointError(f"{url.masked}: bad port") from None
+    return MySQLTarget(parts.hostname or "localhost", port, unquote(parts.username) if parts.username else getpass.getuser(),
+                       unquote(parts.password) if parts.password is not None else None, database)
+
+
+def _code(exc: BaseException) -> int | None:
+    args = getattr(exc, "args", ())
+    return args[0] if args and isinstance(args[0], int) else None
+
+
+def _is_lost(exc: BaseException) -> bool:
+    if isinstance(exc, (OSError, asyncio.TimeoutError, ConnectionError)):
+        return True
+    if mysql_errors is not None and isinstance(exc, (mysql_errors.OperationalError, mysql_errors.InterfaceError)):
+        return _code(exc) in _LOST or _code(exc) is None
+    return False
+
+
+class _IdPool:
+    """Ids of one batch, taken from the tables' maximum under the lock."""
+
+    def __init__(self) -> None:
+        self.free: dict[str, deque[int]] = {t: deque() for t in ID_TABLES}
+
+    def next(self, table: str) -> int:
+        try:
+            return self.free[table].popleft()
+        except IndexError:
+            raise RuntimeError(f"no id reserved for table {table}") from None
+
+    def clear(self) -> None:
+        for free in self.free.values():
+            free.clear()
+
+
+class MySQLEndpoint(Endpoint):
+    """Stampede schema in MySQL / MariaDB, batched, lock-serialised, reconnecting."""
+
+    schemes = ("mysql", "mariadb", "mysql+pymysql", "mysql+mysqldb", "mariadb+pymysql", "mysql+asyncmy")
+    default_events = "stampede.*"
+
+    def __init__(self, url: EndpointURL, options: dict[str, Any] | None = None) -> None:
+        super().__init__(url, options)
+        if asyncmy is None:
+            raise EndpointError("mysql:// needs the asyncmy package")
+        self.target = parse_target(url)
+        self.stats = WriteStats()
+        self.options.setdefault("batch", 10_000)
+        self.retry_for = float(self.option("retry_for", 300))
+        self._conn: Any = None
+        self._ids = _IdPool()
+        self._loader = Loader(MYSQL, self._ids, replay=self.flag("replay"))
+
+    @property
+    def rejected(self) -> list[str]:
+        return list(self.stats.rejected)
+
+    # -- lifecycle ----------------------------------------------------------
+
+    async def open(self) -> None:
+        await self._retrying("connect", self._connect, deadline=min(self.retry_for, 30.0))
+
+    async def _raw_connect(self, database: str | None) -> Any:
+        t = self.target
+        kwargs: dict[str, Any] = dict(host=t.host, port=t.port, user=t.user, charset="utf8mb4", autocommit=False,
+                                      init_command=f"SET SESSION sql_mode = '{SQL_MODE}'", connect_timeout=30)
+        if t.password is not None:
+            kwargs["password"] = t.password
+        if database is not None:
+            kwargs["database"] = database
+        return await asyncmy.connect(**kwargs)
+
+    async def _connect(self) -> None:
+        await self._drop()
+        try:
+            conn = await self._raw_connect(None)
+        except mysql_errors.OperationalError as exc:
+            if _is_lost(exc) and _code(exc) in (2003, 2006, 2013):
+                raise
+            raise EndpointError(f"{self.name}: {mask(str(exc))}") from None
+        try:
+            async with conn.cursor() as cur:
+                await cur.execute("SELECT 1 FROM information_schema.schemata WHERE schema_name = %s",
+                                  (self.target.database,))
+                if not await cur.fetchall():  # (IF NOT EXISTS would log a server warning when it exists)
+                    await cur.execute(f'CREATE DATABASE IF NOT EXISTS "{self.target.database}" '
+                                      "CHARACTER SET utf8mb4")
+                await cur.execute(f'USE "{self.target.database}"')
+                await cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+            await self._locked(conn, self._ensure_schema)
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+
+    async def _drop(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except Exception:  # noqa: BLE001 - a dead connection cannot be closed cleanly
+                pass
+            self._conn = None
+
+    async def close(self) -> None:
+        if self._conn is not None:
+            try:
+                await self._conn.ensure_closed()
+            except Exception:  # noqa: BLE001
+                self._conn.close()
+            self._conn = None
+
+    async def _locked(self, conn: Any, fn: Any, *args: Any) -> Any:
+        """Run `fn(conn, *args)` holding the writers' named lock."""
+        async with conn.cursor() as cur:
+            await cur.execute("SELECT GET_LOCK(%s, %s)", (LOCK_NAME, LOCK_TIMEOUT))
+            (got,) = await cur.fetchone()
+        if got != 1:
+            raise EndpointError(f"{self.name}: lock {LOCK_NAME} not obtained in {LOCK_TIMEOUT}s (another writer stuck?)")
+        try:
+            return await fn(conn, *args)
+        finally:
+            try:
+                async with conn.cursor() as cur:
+                    await cur.execute("DO RELEASE_LOCK(%s)", (LOCK_NAME,))
+            except Exception:  # noqa: BLE001 - a lost connection releases it anyway
+                pass
+
+    async def _ensure_schema(self, conn: Any) -> None:
+        existing = await _existing_tables(conn)
+        version = None
+        upgraded = False
+        if existing.get("dbversion") == list(schema.BY_NAME["dbversion"].column_names):
+            async with conn.cursor() as cur:
+                await cur.execute(schema_version.LATEST_VERSION_SQL)
+                version = schema_version.parse_version(await cur.fetchone())
+        try:
+            if schema_version.needs_upgrade(version, self.name, allowed=self.flag("upgrade_schema")):
+                async with conn.cursor() as cur:
+                    for sql in schema_version.upgrade_statements(existing, "mysql"):
+                        await cur.execute(sql)
+                existing, version, upgraded = await _existing_tables(conn), schema.SCHEMA_VERSION, True
+            missing = schema.check(existing, version)
+        except schema.SchemaMismatch as exc:
+            raise EndpointError(f"{self.name}: {exc}") from None
+        async with conn.cursor() as cur:
+            for table in schema.TABLES:
+                if table.name in missing:
+                    await cur.execute(mysql_schema.create_table_sql(table))
+            if version is None or upgraded:
+                await cur.execute(
+                    "INSERT INTO dbversion (version_number, version, version_timestamp) VALUES (%s, %s, %s)",
+                    (schema.SCHEMA_VERSION,
+                     schema_version.UPGRADED_VERSION_TEXT if upgraded else str(schema.SCHEMA_VERSION),
+                     int(time.time())))
+        await conn.commit()
+
+    # -- writing --------------------------------------------------------------
+
+    async def write(self, batch: Sequence[Event]) -> None:
+        if batch:
+            events = list(batch)
+            await self._retrying(f"batch of {len(events)} events", self._write_once, events)
+
+    async def _retrying(self, what: str, fn: Any, *args: Any, deadline: float | None = None) -> Any:
+        give_up = time.monotonic() + (self.retry_for if deadline is None else deadline)
+        delay = 0.1
+        while True:
+            try:
+                if fn != self._connect and self._conn is None:
+                    await self._connect()
+                return await fn(*args)
+            except EndpointError:
+                self._loader.reset()
+                raise
+            except Exception as exc:
+                self._loader.reset()
+                self._ids.clear()
+                if not _is_lost(exc):
+                    await self._rollback()
+                    raise EndpointError(f"{self.name}: {what} not written: {mask(str(exc))}") from None
+                await self._drop()
+                if time.monotonic() >= give_up:
+                    raise EndpointError(f"{self.name}: {what} failed, server unreachable: {mask(str(exc))}") from None
+                self.stats.retries += 1
+                log.warning("%s: connection lost (%s); reconnecting in %.1fs", self.name,
+                            mask(str(exc)) or type(exc).__name__, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+            except BaseException:
+                self._loader.reset()
+                await self._drop()
+                raise
+
+    async def _rollback(self) -> None:
+        if self._conn is not None:
+            try:
+                await self._conn.rollback()
+            except Exception:  # noqa: BLE001
+                await self._drop()
+
+    async def _write_once(self, events: list[Event]) -> None:
+        plan = await self._locked(self._conn, self._transaction, events)
+        self._loader.committed()
+        self.stats.record(plan, self.name)
+
+    async def _transaction(self, conn: Any, events: list[Event]) -> Plan:
+        loader = self._loader
+        self._ids.clear()
+        await conn.begin()
+        try:
+            async with conn.cursor() as cur:
+                unknown = loader.unknown_uuids(events)
+                queries = loader.seed_sql(unknown) if unknown else []
+                while queries:
+                    results = {}
+                    for name, sql, params in queries:
+                        await cur.execute(sql, params)
+                        results[name] = [tuple(r) for r in await cur.fetchall()]
+                    queries = loader.seed(unknown, results)
+                await self._reserve(cur, loader.id_demand(events))
+                plan = loader.plan(events)
+                await _apply(cur, plan)
+            await conn.commit()
+        except BaseException:
+            try:
+                await conn.rollback()
+            except Exception:  # noqa: BLE001
+                pass
+            raise
+        finally:
+            self._ids.clear()
+        return plan
+
+    async def _reserve(self, cur: Any, demand: dict[str, int]) -> None:
+        """Ids for this batch: above each table's maximum (the lock keeps other writers out until commit)."""
+        for table, count in demand.items():
+            pk = ID_TABLES[table]
+            await cur.execute(f"SELECT COALESCE(MAX({pk}), 0) FROM {schema.quote(table)}")
+            (top,) = await cur.fetchone()
+            self._ids.free[table].extend(range(int(top) + 1, int(top) + 1 + count))
+
+
+async def _existing_tables(conn: Any) -> dict[str, list[str]]:
+    async with conn.cursor() as cur:
+        await cur.execute("SELECT table_name, column_name FROM information_schema.columns "
+                          "WHERE table_schema = DATABASE() ORDER BY table_name, ordinal_position")
+        rows = await cur.fetchall()
+    existing: dict[str, list[str]] = {}
+    for table, column in rows:
+        existing.setdefault(table, []).append(column)
+    return existing
+
+
+def insert_sql(table: str, cols: Sequence[str]) -> str:
+    """An insert that leaves an existing row (same natural key) as it is."""
+    names = ", ".join(schema.quote(c) for c in cols)
+    first = schema.quote(cols[0])
+    return (f"INSERT INTO {schema.quote(table)} ({names}) VALUES ({', '.join(['%s'] * len(cols))}) "
+            f"ON DUPLICATE KEY UPDATE {first} = {first}")
+
+
+def statements(plan: Plan) -> list[tuple[str, list[tuple[Any, ...]]]]:
+    """The plan's SQL in MySQL, in an order the foreign keys accept."""
+    out: list[tuple[str, list[tuple[Any, ...]]]] = []
+    if plan.rc_lfn:
+        out.append(("INSERT INTO rc_lfn (lfn) VALUES (%s) ON DUPLICATE KEY UPDATE lfn = lfn",
+                    [(lfn,) for lfn in plan.rc_lfn]))
+    _, tables, _ = plan.phases(MYSQL)
+    for table, cols, rows in tables:
+        out.append((insert_sql(table, cols), rows))
+    for table, changes in plan.updates.items():
+        pk = ID_TABLES[table]
+        groups: dict[tuple[str, ...], list[tuple[Any, ...]]] = {}
+        for key, cols in changes.items():
+            groups.setdefault(tuple(cols), []).append((*cols.values(), key))
+        for names, rows in groups.items():
+            sets = ", ".join(f"{schema.quote(c)} = %s" for c in names)
+            out.append((f"UPDATE {schema.quote(table)} SET {sets} WHERE {pk} = %s", rows))
+    if plan.rc_pfn:
+        out.append((
+            "INSERT INTO rc_pfn (lfn_id, pfn, site) SELECT l.lfn_id, %s, %s FROM rc_lfn l WHERE l.lfn = %s "
+            "AND NOT EXISTS (SELECT 1 FROM rc_pfn p WHERE p.lfn_id = l.lfn_id AND p.pfn = %s AND p.site <=> %s)",
+            [(pfn, site, lfn, pfn, site) for lfn, pfn, site in plan.rc_pfn]))
+    if plan.rc_meta:
+        out.append((
+            'INSERT INTO rc_meta (lfn_id, "key", value) SELECT lfn_id, %s, %s FROM rc_lfn WHERE lfn = %s '
+            "ON DUPLICATE KEY UPDATE value = VALUES(value)",
+            [(key, value, lfn) for (lfn, key), value in plan.rc_meta.items()]))
+    if plan.wf_files:
+        out.append((
+            "INSERT INTO workflow_files (wf_id, task_id, lfn_id, file_type) SELECT %s, %s, lfn_id, %s "
+            "FROM rc_lfn WHERE lfn = %s ON DUPLICATE KEY UPDATE file_type = workflow_files.file_type",
+            [(wf, task, ft, lfn) for (wf, task, lfn), ft in plan.wf_files.items()]))
+    return out
+
+
+async def _apply(cur: Any, plan: Plan) -> None:
+    for uuid in plan.expunge:
+        await cur.execute(doomed_sql(MYSQL), (uuid,))
+        ids = [r[0] for r in await cur.fetchall()]
+        if ids:
+            for sql in expunge_statements(MYSQL, ids):
+                await cur.execute(sql)
+    for sql, rows in statements(plan):
+        if rows:
+            await cur.executemany(sql, rows)

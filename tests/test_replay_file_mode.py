@@ -1,0 +1,53 @@
+"""A replay overwrites its file endpoints (monitord -r --dest file.bp); `?mode=append` / `--append` keep them."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from streamer.synth import generate
+from streamer.synth.dagjobstate import write_plain_dag
+
+
+def _run(python: str, *args: str) -> None:
+    run = subprocess.run([python, "-m", "streamer", *args, "-q"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+
+
+def test_replay_overwrites_a_file_endpoint_unless_asked_to_append(tmp_path: Path, python: str) -> None:
+    directory = generate(tmp_path / "wf", jobs=3, seed=5)
+    out = tmp_path / "out.bp"
+    out.write_text("ts=2020-01-01T00:00:00Z event=stampede.xwf.meta level=Info key=old value=line\n")
+    _run(python, "replay", str(directory), "--dest", str(out), "--timezone", "UTC")
+    once = out.read_text()
+    assert "key=old" not in once and once.count("\n") > 20
+    _run(python, "replay", str(directory), "--dest", str(out), "--timezone", "UTC")
+    assert out.read_text() == once  # replaced, not doubled
+    _run(python, "replay", str(directory), "--dest", f"file://{out}?mode=append", "--timezone", "UTC")
+    assert out.read_text() == once + once
+    _run(python, "replay", str(directory), "--dest", str(out), "--append", "--timezone", "UTC")
+    assert out.read_text() == once * 3
+    _run(python, "replay", str(directory), "--dest", f"file://{out}?mode=truncate", "--timezone", "UTC")
+    assert out.read_text() == once
+
+
+def test_load_and_follow_still_append(tmp_path: Path, python: str) -> None:
+    log = write_plain_dag(tmp_path / "dag")
+    out = tmp_path / "out.jsonl"
+    _run(python, "load", str(log), "--dest", str(out))
+    once = out.read_text()
+    assert once.count("\n") == 61
+    _run(python, "load", str(log), "--dest", str(out))
+    assert out.read_text() == once + once
+    # a replay of the same jobstate.log overwrites
+    _run(python, "replay", str(log), "--dest", str(out))
+    assert out.read_text() == once
+
+
+def test_unknown_mode_is_a_clear_error(tmp_path: Path, python: str) -> None:
+    log = write_plain_dag(tmp_path / "dag")
+    run = subprocess.run([python, "-m", "streamer", "replay", str(log), "--dest", f"file://{tmp_path}/x.bp?mode=rewrite"],
+                         capture_output=True, text=True)
+    assert run.returncode != 0
+    assert "unknown mode 'rewrite' (use append or truncate)" in run.stderr
+    assert "Traceback" not in run.stderr
