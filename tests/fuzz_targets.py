@@ -114,6 +114,20 @@ def run_bp_split(data: bytes) -> None:
         _same(compiled, python, "split_line")
 
 
+def run_encoders(data: bytes) -> None:
+    """The compiled writers (JSON object, batch of BP lines) give what the Python definitions give."""
+    try:
+        event = bp.parse_line(text(data).strip())
+    except bp.BPError:
+        return
+    fresh = Event(event.name, dict(event.fields))
+    compiled = jsonenc.dumps(fresh)
+    python = jsonenc._orjson(jsonenc.to_dict(Event(event.name, dict(event.fields))))
+    _same(compiled, python, "JSON object (orjson's exact bytes)")
+    _same(bp.join([event, fresh]), (bp.format_event(event) + "\n" + bp.format_event(fresh) + "\n").encode(),
+          "BP join")
+
+
 def run_json_line(data: bytes) -> None:
     try:
         event = jsonenc.parse_line(data)
@@ -263,6 +277,7 @@ def run_provenance_scanner(data: bytes) -> None:
 TARGETS: dict[str, Target] = {t.name: t for t in [
     Target("bp_line", run_bp_line, lambda: _lines("*.bp")),
     Target("bp_split", run_bp_split, lambda: _lines("*.bp")),
+    Target("encoders", run_encoders, lambda: _lines("*.bp")),
     Target("json_line", run_json_line, lambda: _lines("*.json*") + [jsonenc.dumps(bp.parse_line(text(x)))
                                                                    for x in _lines("*.bp", 50)]),
     Target("content_id", run_content_id, lambda: [jsonenc.dumps(bp.parse_line(text(x))) for x in _lines("*.bp", 200)]),
