@@ -21,6 +21,7 @@ import pytest
 from streamer.endpoints.files import FileEndpoint
 from streamer.endpoints.terminal import TerminalEndpoint
 from streamer.events import Event
+from streamer.events import bp
 from streamer.events.bp import BPError, parse_line
 from streamer.limits import iter_lines
 from streamer.monitor import braindump, kickstart, tracker, yamlguard
@@ -428,6 +429,17 @@ def load(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
                           timeout=timeout)
 
 
+def test_an_id_is_kept_only_where_the_text_cannot_give_it_back(tmp_path: Path) -> None:
+    """The monitor's composite event carries lists the schema does not type: read back from BP they are
+    text, so its id cannot be recomputed from the line; a well-formed id is kept there, as written."""
+    event = Event("stampede.job_inst.composite", {"ts": 1677911013, "xwf.id": UUID, "job.id": "j",
+                                                  "job_inst.id": 1, "invocations": [{"exitcode": 0}]})
+    line = bp.format_event(event)
+    assert bp.parse_line(line).id == event.id
+    with pytest.raises(BPError, match="is not an event id"):
+        bp.parse_line(line.replace(event.id, "z" * 32))
+
+
 def test_lines_that_say_one_thing_twice_or_an_unknown_level_are_reported(tmp_path: Path) -> None:
     source = tmp_path / "in.bp"
     good = f"ts=1677911013 event=stampede.xwf.start xwf.id={UUID} restart_count=0"
@@ -437,6 +449,7 @@ def test_lines_that_say_one_thing_twice_or_an_unknown_level_are_reported(tmp_pat
         f"ts=1677911013 event=stampede.xwf.start event=stampede.xwf.end xwf.id={UUID} restart_count=0",
         f"ts=1677911013 event=stampede.xwf.start level=Panic xwf.id={UUID} restart_count=0",
         good.replace("restart_count=0", "restart_count=5") + " event.id=not-a-hash",
+        good.replace("restart_count=0", "restart_count=7") + " event.id=" + "0" * 32,  # well formed, not its own
         '{"ts": 1677911013, "event": "stampede.xwf.start", "xwf_id": "%s", "restart_count": 6, '
         '"event_id": "not-a-hash"}' % UUID,
     ]) + "\n")
@@ -446,10 +459,11 @@ def test_lines_that_say_one_thing_twice_or_an_unknown_level_are_reported(tmp_pat
     assert f"{source}:2: key 'restart_count' given twice" in run.stderr
     assert f"{source}:3: key 'event' given twice" in run.stderr
     assert f"{source}:4: field level: not a level of the schema (Info, Error): 'Panic'" in run.stderr
-    assert f"{source}:5: event id 'not-a-hash' is not this event's id" in run.stderr
-    assert f"{source}:6: event id 'not-a-hash' is not this event's id" in run.stderr
+    assert f"{source}:5: event id 'not-a-hash' is not an event id (32 hex digits)" in run.stderr
+    assert f"{source}:7: event id 'not-a-hash' is not an event id (32 hex digits)" in run.stderr
     written = [json.loads(line) for line in out.read_text().splitlines()]
     assert [e["restart_count"] for e in written] == [0]
+    assert f"{source}:6: event id '{'0' * 32}' is not this event's id" in run.stderr
     assert written[0]["event_id"] != "not-a-hash" and len(written[0]["event_id"]) == 32
 
 
