@@ -15,7 +15,9 @@ state of its latest job instance. A node counts as DAGMan counts it:
   DAG) returns failed and unfinished nodes to READY/UNREADY, as DAGMan does.
 
 The total is the number of nodes the planner declared (`job.info`), plus any
-node seen only in job-instance events (a stream joined late).
+node seen only in job-instance events (a stream joined late, or monitord's
+default AMQP selection, whose `job_inst.composite` stands in for `main.end`).
+For the whole table a stream needs `STATUS_EVENTS`.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from ..events import Event
 from .counts import FAILURE, RUNNING, SUCCESS, DagCounts
 
 MAX_FAILURES = 10
+STATUS_EVENTS = ("stampede.wf.plan,stampede.xwf.*,stampede.job.info,stampede.job.edge,stampede.job_inst.*")
+"""The events the status is computed from (for an AMQP endpoint's `?events=`)."""
 
 # Per-node phases; the count each falls into.
 PRE, QUEUED, HELD, RUNNING_JOB, POST, DONE, FAILED, RETRY = (
@@ -82,6 +86,7 @@ class JobState:
     instances: int = 0
     failed_attempts: int = 0
     has_post: bool = False
+    ended: bool = False
     site: str | None = None
     host: str | None = None
     start: float | None = None
@@ -260,7 +265,7 @@ class StatusTracker:
             return None  # an earlier instance's late event
         if inst > job.instance:
             job.instance, job.instances = inst, job.instances + 1
-            job.has_post, job.start, job.end, job.exitcode = False, None, None, None
+            job.has_post, job.ended, job.start, job.end, job.exitcode = False, False, None, None, None
             job.stderr, job.hold_reason, job.host = None, None, None
         return job
 
@@ -278,7 +283,7 @@ class StatusTracker:
         job = self._instance(wf, f)
         if job is None:
             return
-        job.end = f.get("ts")
+        job.ended, job.end = True, f.get("ts")
         job.exitcode = exit_code(f.get("exitcode"))
         job.stderr = first_line(f.get("stderr.text")) or job.stderr
         if f.get("site"):
@@ -287,6 +292,15 @@ class StatusTracker:
             job.start = job.end - f["local.dur"]
         if not job.has_post:
             self._outcome(wf, job, f, f.get("status"))
+
+    def _composite(self, wf: WorkflowState, f: dict[str, Any]) -> None:
+        """job_inst.composite (monitord's default AMQP events carry no main.end): the same, once."""
+        job = self._instance(wf, f)
+        if job is None or job.ended:
+            return
+        if f.get("hostname"):
+            job.host = str(f["hostname"])
+        self._main_end(wf, f)
 
     def _step_end(self, wf: WorkflowState, f: dict[str, Any]) -> None:
         """pre.end (a failure ends the attempt) and post.end (the node's outcome)."""
@@ -404,6 +418,7 @@ _HANDLERS = {
     "stampede.job_inst.held.end": StatusTracker._held_end,
     "stampede.job_inst.host.info": StatusTracker._host,
     "stampede.job_inst.main.end": StatusTracker._main_end,
+    "stampede.job_inst.composite": StatusTracker._composite,
     "stampede.job_inst.pre.end": StatusTracker._step_end,
     "stampede.job_inst.post.end": StatusTracker._step_end,
     "stampede.xwf.map.subwf_job": StatusTracker._subwf,
