@@ -47,13 +47,13 @@ def render(view: View, *, long: bool = False, now: float | None = None) -> Group
         c = row.counts
         table.add_row(_name(row), ProgressBar(total=max(c.total, 1), completed=c.succeeded, width=20),
                       str(c.unready), str(c.ready), str(c.pre), str(c.queued), str(c.post), str(c.succeeded),
-                      Text(str(c.failed), style="red" if c.failed else ""), f"{c.percent_done:.1f}",
+                      Text(str(c.failed), style="red" if c.failed else ""), str(c.percent_done),
                       Text(c.state, style=_STATE_STYLE.get(c.state, "yellow")))
     if len(view.dags) > 1:
         t = view.totals()
         table.add_row(Text(f"TOTALS ({t['total']} jobs)", style="bold"), "", str(t["unready"]), str(t["ready"]),
                       str(t["pre"]), str(t["queued"]), str(t["post"]), str(t["succeeded"]), str(t["failed"]),
-                      f"{t['percent_done']:.1f}", "")
+                      str(t["percent_done"]), "")
     parts: list[Any] = [head, Text(""), table]
     submit = [row for row in view.dags if row.submit_dir]
     if submit:
