@@ -226,7 +226,8 @@ def test_tracker_follows_states_of_a_retried_and_held_job(tmp_path: Path) -> Non
     assert retried.retries == 1 and retried.site == "condorpool" and retried.host.endswith("synth.example.org")
     (failure,) = tracker.failures
     assert (failure.job, failure.exitcode, failure.instance) == ("findrange_ID0000001", 1, 3)
-    assert failure.stderr.endswith("PegasusLite: version 5.0.5")
+    assert failure.stderr == "2023-11-14 22:14:05: User task failed with exitcode 1"  # after PegasusLite's banner
+    assert failure.step == "job"
     assert tracker.finished and wf.state == "Success"
 
 
@@ -234,6 +235,9 @@ def test_exit_code_and_first_line() -> None:
     assert exit_code(256) == 1 and exit_code(0) == 0 and exit_code(-1) == -1 and exit_code("x") is None
     assert first_line("%0A  %0Aboom: no such file%0Asecond") == "boom: no such file"
     assert first_line("") is None and first_line(None) is None
+    assert first_line("2023-11-14 22:14:05: PegasusLite: version 5.0.5%0A2023-11-14 22:14:05: Executing on host w1"
+                      "%0A%0A######################[Pegasus Lite] Executing the user task ######################"
+                      "%0Atraceback: boom%0A") == "traceback: boom"
 
 
 # ---------------------------------------------------------------- text, --long, errors
@@ -253,6 +257,13 @@ def test_plain_table_and_long_rows(scenario_dirs: dict[str, Path]) -> None:
     assert rows["analyze_ID0000002"][6] == "00:06"
     assert rows["cleanup_synth_0_local"][2:] == ["Unready", "0", "-", "-", "-"]
     assert "Last failures:" in long and "findrange_ID0000001 exit=1" in long
+
+
+def test_failures_name_the_failing_script(scenario_dirs: dict[str, Path], tmp_path: Path) -> None:
+    out = streamer("status", str(replay_to(scenario_dirs["post_failure"], tmp_path / "post.bp")), "--long").stdout
+    assert "synth findrange_ID0000001 (POST script) exit=1 host=worker-13.synth.example.org" in out
+    out = streamer("status", str(replay_to(scenario_dirs["pre_failure"], tmp_path / "pre.bp")), "--long").stdout
+    assert "synth findrange_ID0000001 (PRE script) exit=1" in out
     # the submit dir is left as it was: no state file, no jobstate.log, no database
     assert not list(scenario_dirs["held_abort"].glob("streamer.state.json"))
     assert not (scenario_dirs["held_abort"] / "jobstate.log").exists()

@@ -200,4 +200,4 @@ def test_watch_follows_a_growing_event_file(tmp_path: Path) -> None:
     row = table[table.index(next(l for l in table if l.startswith("UNREADY"))) + 1].split()
     assert row == [str(theirs[k]) for k in ("unready", "ready", "pre", "queued", "post", "succeeded", "failed",
                                             "percent_done")]
-    assert "Last failures:" in out and "findrange_ID0000001 exit=0" in out  # the POST script failed, not the job
+    assert "Last failures:" in out and "findrange_ID0000001 (POST script) exit=1" in out

@@ -69,12 +69,18 @@ def render(view: View, *, long: bool = False, now: float | None = None) -> Group
         parts += [Text(""), held]
     if view.failures:
         failures = Table(title="Last failures", title_justify="left", box=None, header_style="bold red")
-        for name in ("TIME", "WORKFLOW", "JOB", "EXIT", "HOST", "STDERR"):
-            failures.add_column(name, no_wrap=True, overflow="ellipsis")
+        rows = []
         for f in reversed(view.failures):
             when = time.strftime("%H:%M:%S", time.gmtime(f.ts)) if isinstance(f.ts, (int, float)) else "-"
-            failures.add_row(when, f.workflow, f.job, "-" if f.exitcode is None else str(f.exitcode),
-                             f.host or "-", f.stderr or f.reason or "")
+            job = f.job if f.step == "job" else f"{f.job} ({f.step})"
+            rows.append((when, f.workflow, job, "-" if f.exitcode is None else str(f.exitcode), f.host or "-",
+                         f.stderr or f.reason or ""))
+        for i, name in enumerate(("TIME", "WORKFLOW", "JOB", "EXIT", "HOST", "STDERR")):
+            widest = max(len(name), *(len(r[i]) for r in rows))
+            failures.add_column(name, no_wrap=True, overflow="ellipsis",
+                                min_width=None if name in ("HOST", "STDERR") else widest)
+        for row in rows:
+            failures.add_row(*row)
         parts += [Text(""), failures]
     if long and view.jobs:
         jobs = Table(title="Jobs", title_justify="left", box=None, header_style="bold")

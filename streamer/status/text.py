@@ -136,7 +136,8 @@ def failure_lines(view: View) -> str:
         when = time.strftime("%H:%M:%S", time.gmtime(f.ts)) if isinstance(f.ts, (int, float)) else "--:--:--"
         code = "-" if f.exitcode is None else str(f.exitcode)
         detail = f.stderr or f.reason or ""
-        out.append(f"{when} {f.workflow} {f.job} exit={code} host={f.host or '-'} {detail}".rstrip())
+        step = "" if f.step == "job" else f" ({f.step})"
+        out.append(f"{when} {f.workflow} {f.job}{step} exit={code} host={f.host or '-'} {detail}".rstrip())
     return "\n".join(out)
 
 

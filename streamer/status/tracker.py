@@ -22,6 +22,7 @@ For the whole table a stream needs `STATUS_EVENTS`.
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
@@ -51,13 +52,17 @@ def exit_code(raw: Any) -> int | None:
     return raw >> 8 if raw >= 256 and raw % 256 == 0 else raw
 
 
+_BANNER = re.compile(r"PegasusLite: version|Executing on host|^#+\s*(\[Pegasus Lite\].*)?#*$")
+
+
 def first_line(text: Any) -> str | None:
-    """First non-blank line of a (monitord URL-quoted) stderr text."""
+    """First line of a (monitord URL-quoted) stderr text, after PegasusLite's banner lines."""
     if not isinstance(text, str) or not text:
         return None
     for line in unquote(text).splitlines():
-        if line.strip():
-            return line.strip()
+        line = line.strip()
+        if line and not _BANNER.search(line):
+            return line
     return None
 
 
@@ -73,6 +78,8 @@ class Failure:
     host: str | None
     stderr: str | None
     reason: str | None = None
+    step: str = "job"
+    """what failed: the job, or its PRE or POST script"""
 
 
 @dataclass
@@ -302,19 +309,27 @@ class StatusTracker:
             job.host = str(f["hostname"])
         self._main_end(wf, f)
 
-    def _step_end(self, wf: WorkflowState, f: dict[str, Any]) -> None:
-        """pre.end (a failure ends the attempt) and post.end (the node's outcome)."""
+    def _pre_end(self, wf: WorkflowState, f: dict[str, Any]) -> None:
+        """A failed PRE script ends the attempt; a successful one leads to the submission."""
+        job = self._instance(wf, f)
+        if job is not None and f.get("status") not in (0, None):
+            self._outcome(wf, job, f, f.get("status"), step="PRE script", code=exit_code(f.get("exitcode")))
+
+    def _post_end(self, wf: WorkflowState, f: dict[str, Any]) -> None:
+        """The POST script's status is the node's outcome (pegasus-exitcode judged the job)."""
         job = self._instance(wf, f)
         if job is None:
             return
-        if "exitcode" in f and job.exitcode is None:
-            job.exitcode = exit_code(f.get("exitcode"))
-        if job.phase == POST or job.has_post:
-            self._outcome(wf, job, f, f.get("status"))
-        elif f.get("status") not in (0, None):  # a PRE script failed
+        code = exit_code(f.get("exitcode"))
+        if job.exitcode is None:
+            job.exitcode = code
+        if job.exitcode == 0 and f.get("status") not in (0, None):  # the job succeeded, its POST script did not
+            self._outcome(wf, job, f, f.get("status"), step="POST script", code=code)
+        else:
             self._outcome(wf, job, f, f.get("status"))
 
-    def _outcome(self, wf: WorkflowState, job: JobState, f: dict[str, Any], status: Any) -> None:
+    def _outcome(self, wf: WorkflowState, job: JobState, f: dict[str, Any], status: Any, *, step: str = "job",
+                 code: int | None = None) -> None:
         if status == 0:
             job.phase = DONE
             return
@@ -323,8 +338,9 @@ class StatusTracker:
             job.phase = FAILED
         else:
             job.phase = RETRY
-        self.failures.append(Failure(f.get("ts"), wf.label or wf.key, job.name, job.instance, job.exitcode,
-                                     job.host, job.stderr, job.hold_reason))
+        self.failures.append(Failure(f.get("ts"), wf.label or wf.key, job.name, job.instance,
+                                     job.exitcode if step == "job" else code, job.host,
+                                     job.stderr if step == "job" else None, job.hold_reason, step))
 
     def _subwf(self, wf: WorkflowState, f: dict[str, Any]) -> None:
         sub, job = f.get("subwf.id"), f.get("job.id")
@@ -419,7 +435,7 @@ _HANDLERS = {
     "stampede.job_inst.host.info": StatusTracker._host,
     "stampede.job_inst.main.end": StatusTracker._main_end,
     "stampede.job_inst.composite": StatusTracker._composite,
-    "stampede.job_inst.pre.end": StatusTracker._step_end,
-    "stampede.job_inst.post.end": StatusTracker._step_end,
+    "stampede.job_inst.pre.end": StatusTracker._pre_end,
+    "stampede.job_inst.post.end": StatusTracker._post_end,
     "stampede.xwf.map.subwf_job": StatusTracker._subwf,
 }
