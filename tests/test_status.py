@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -137,6 +138,60 @@ def test_amqp_stream_gives_the_same_table(scenario: str, scenario_dirs: dict[str
     ours = asyncio.run(scenario_run())
     assert ours["totals"] == theirs["totals"]
     assert ours["dags"] == theirs["dags"]
+
+
+@pytest.mark.rabbitmq
+def test_amqp_watch_follows_the_stream_until_the_workflows_end(scenario_dirs: dict[str, Path], tmp_path: Path,
+                                                               amqp_url: str, condor_q_stub: dict[str, str]) -> None:
+    sys.path.insert(0, str(Path(__file__).parent))
+    from amqphelp import Capture, unique
+
+    theirs = json.loads(pegasus_status(scenario_dirs["retry"], condor_q_stub))["totals"]
+    events = replay_to(scenario_dirs["retry"], tmp_path / "events.bp")
+    exchange, queue = unique("status-x"), unique("status-q")
+
+    async def scenario_run() -> subprocess.CompletedProcess:
+        async with Capture(amqp_url, exchange, durable_queue=queue):
+            streamer("load", str(events), "--dest", f"{amqp_url}/{exchange}?events={STATUS_EVENTS}", "-q")
+            return await asyncio.to_thread(streamer, "status", f"{amqp_url}/{exchange}", "--queue", queue,
+                                           "--watch", "--interval", "0.2", "--idle", "1")
+
+    out = asyncio.run(scenario_run()).stdout  # ends by itself: the workflow ended, the stream went quiet
+    report = out.splitlines()
+    row = report[report.index(next(line for line in report if line.startswith("UNREADY"))) + 1]
+    assert row.split() == [str(theirs[k]) for k in ("unready", "ready", "pre", "queued", "post", "succeeded",
+                                                    "failed", "percent_done")]
+    assert "guest:guest" not in out and "findrange_ID0000001 exit=1" in out
+
+
+def test_live_view_renders_tree_held_jobs_and_failures(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    from streamer.status.live import render
+    from streamer.status.text import View, tracker_jobs, tracker_rows
+
+    run_dir = generate(tmp_path / "wf", jobs=4, scenario="held,retry,hierarchical", seed=0)
+    lines = replay_to(run_dir, tmp_path / "e.bp").read_text().splitlines()
+    tracker = StatusTracker()
+    cut = next(i for i, line in enumerate(lines) if "event=stampede.job_inst.held.start" in line)
+    tracker.feed(bp.parse_line(line) for line in lines[:cut + 1])
+    jobs = tracker_jobs(tracker)
+    view = View("e.bp", tracker_rows(tracker), list(tracker.failures), [j for j in jobs if j.state == "Held"], jobs)
+    console = Console(record=True, width=200, color_system=None)
+    console.print(render(view, long=True))
+    text = console.export_text()
+    assert "Held jobs" in text and "Transfer output files failure at execution point" in text
+    assert "Last failures" not in text
+    assert re.search(r"analyze_ID0000002\s+Held\s+0\s+condorpool", text)  # --long: the job rows
+    tracker.feed(bp.parse_line(line) for line in lines[cut + 1:])  # to the end: the sub-workflow appears
+    view = View("e.bp", tracker_rows(tracker), list(tracker.failures), [], [], tracker.finished)
+    console = Console(record=True, width=200, color_system=None)
+    console.print(render(view))
+    text = console.export_text()
+    assert "synth-0.dag" in text and "└─ inner.dag" in text and "TOTALS (17 jobs)" in text
+    assert "finished" in text and "Held jobs" not in text
+    assert re.search(r"Last failures\s*\n.*\n.*synth\s+findrange_ID0000001\s+1\s+worker-\d+\.synth\.example\.org\s+"
+                     r"2023-11-14 \S+ User task failed with exitcode 1", text)
 
 
 def test_amqp_password_is_masked_in_errors() -> None:

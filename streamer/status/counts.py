@@ -79,4 +79,4 @@ def summary(dags: Iterable[DagCounts]) -> str:
     for dag in dags:
         states[dag.state] = states.get(dag.state, 0) + 1
     parts = " ".join(f"{name}:{n}" for name, n in states.items() if n)
-    return f"Summary: {len(dags)} DAG{'' if len(dags) == 1 else 's'} total ({parts})"
+    return f"Summary: {len(dags)} DAG{'' if len(dags) == 1 else 's'} total" + (f" ({parts})" if parts else "")
