@@ -26,6 +26,7 @@ from typing import Any, AsyncIterator, Callable
 
 from ..config import ConfigError
 from ..filters import EventFilter
+from ..urls import mask
 from .counts import document
 from .progress import SubmitDirProgress
 from .text import DagRow, View, plain_report, tracker_jobs, tracker_rows
@@ -91,7 +92,7 @@ class StatusSource:
     def view(self) -> View:
         jobs = tracker_jobs(self.tracker)
         return View(self.label, self.rows(), list(self.tracker.failures), [j for j in jobs if j.state == "Held"],
-                    jobs if self.long else [], self.finished, self.tracker.events)
+                    jobs if self.long else [], self.finished, self.tracker.events, list(self.warnings))
 
     async def pump(self, batches: AsyncIterator[Any], on_batch: Callable[[], None] | None = None) -> None:
         """Feed the tracker from a source's batches (a background task in --watch)."""
@@ -159,8 +160,6 @@ class AMQPStatus(StatusSource):
     finished_when_idle = True
 
     def __init__(self, url: str, *, events: str | None, long: bool, queue: str | None) -> None:
-        from ..urls import mask
-
         super().__init__(mask(url), events, long)
         self.url = url
         self.queue = queue
@@ -252,13 +251,14 @@ async def watch(status: StatusSource, *, interval: float, idle: float, show: Cal
         last_event[0] = loop.time()
 
     feeder, closer = _start_feeder(status, touched)
-    ended = False
+    ended = reported = False
     try:
         while not stop.is_set():
             await status.refresh()
+            if feeder.done() and not feeder.cancelled() and feeder.exception() is not None and not reported:
+                reported = True  # the view goes on with what the counts source still gives
+                status.report(f"details stopped: {mask(str(feeder.exception()) or type(feeder.exception()).__name__)}")
             show(status.view())
-            if feeder is not None and feeder.done() and feeder.exception() is not None:
-                status.report(f"source stopped: {feeder.exception()}")
             if status.finished and (not status.finished_when_idle or loop.time() - last_event[0] >= idle):
                 ended = True
                 break
@@ -274,7 +274,7 @@ async def watch(status: StatusSource, *, interval: float, idle: float, show: Cal
     return ended
 
 
-def _start_feeder(status: StatusSource, touched: Callable[[], None]) -> tuple[asyncio.Task | None, Callable]:
+def _start_feeder(status: StatusSource, touched: Callable[[], None]) -> tuple[asyncio.Task, Callable]:
     """The background task feeding the tracker, and how to stop it."""
     scratch: Path | None = None
     if isinstance(status, SubmitDirStatus):
@@ -314,6 +314,8 @@ async def run_status(args: Any) -> int:
     status = open_status(args)
     if not args.watch:
         await read_once(status, args.idle)
+        for warning in status.warnings:
+            sys.stderr.write(f"streamer: {warning}\n")
         if args.json:
             sys.stdout.write(json.dumps(status.document(), indent=2) + "\n")
         else:
@@ -325,4 +327,6 @@ async def run_status(args: Any) -> int:
     with display:
         await watch(status, interval=args.interval, idle=args.idle, show=display.show)
     display.final(status.view())
+    for warning in status.warnings:
+        sys.stderr.write(f"streamer: {warning}\n")
     return 0

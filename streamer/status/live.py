@@ -90,6 +90,9 @@ def render(view: View, *, long: bool = False, now: float | None = None) -> Group
             jobs.add_row(j.workflow, j.job, j.state, str(j.retries), j.site or "-", j.host or "-",
                          _duration(j.duration))
         parts += [Text(""), jobs]
+    if view.warnings:
+        parts.append(Text(""))
+        parts += [Text(w, style="yellow", no_wrap=True, overflow="ellipsis") for w in view.warnings]
     return Group(*parts)
 
 

@@ -47,6 +47,7 @@ class View:
     jobs: list[JobRow] = field(default_factory=list)
     finished: bool = False
     events: int | None = None
+    warnings: list[str] = field(default_factory=list)
 
     def totals(self) -> dict[str, Any]:
         return totals(row.counts for row in self.dags)
