@@ -19,8 +19,8 @@ SOURCE is one of
   amqp://user:pass@host:5672/vhost/exchange  the same from events published to
       RabbitMQ, e.g. by `streamer follow` on another host
 
-Without --watch the status is printed once (an AMQP stream is read until it
-has been quiet for --idle seconds). --watch shows a live view until the
+Without --watch the status is printed once (an AMQP stream is read from its
+first event until it has been quiet for --idle seconds). --watch shows a live view until the
 workflows end or Ctrl-C: a table updated in place with a progress bar per
 workflow, sub-workflows as a tree, held jobs with their hold reasons and the
 last failures (job, exit code, host, first line of stderr). When stdout is not
