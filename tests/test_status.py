@@ -363,3 +363,23 @@ def test_help_teaches() -> None:
     for text in ("SUBMIT_DIR|EVENT_FILE|AMQP_URL", "--watch", "--json", "--long", "--events", "pegasus-status",
                  "amqp://", "examples:"):
         assert text in out
+
+
+def test_submit_dir_rows_are_a_tree_and_late_sub_workflows_are_found(tmp_path: Path) -> None:
+    import asyncio as aio
+
+    from streamer.status.command import SubmitDirStatus
+
+    run_dir = generate(tmp_path / "wf", jobs=3, scenario="hierarchical", seed=0)
+    inner = run_dir / "00" / "00" / "inner_subworkflow.000" / "inner.dag.dagman.out"
+    text = inner.read_text()
+    inner.unlink()  # the sub-workflow has not started yet
+    status = SubmitDirStatus(run_dir, events=None, long=False, timezone=None)
+    aio.run(status.refresh())
+    assert [(r.depth, r.name) for r in status.rows()] == [(0, "synth-0.dag")]
+    inner.write_text(text)
+    for _ in range(5):  # the directory is walked again every few refreshes, not on every one
+        aio.run(status.refresh())
+    rows = status.rows()
+    assert [(r.depth, r.name, r.counts.succeeded) for r in rows] == [(0, "synth-0.dag", 8), (1, "inner.dag", 8)]
+    assert status.finished
