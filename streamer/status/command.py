@@ -256,7 +256,9 @@ async def watch(status: StatusSource, *, interval: float, idle: float, show: Cal
         while not stop.is_set():
             await status.refresh()
             if feeder.done() and not feeder.cancelled() and feeder.exception() is not None and not reported:
-                reported = True  # the view goes on with what the counts source still gives
+                if not isinstance(status, SubmitDirStatus):
+                    raise feeder.exception()  # the events were the view's only source: say why it ended
+                reported = True  # the counts still come from the dagman.out files
                 status.report(f"details stopped: {mask(str(feeder.exception()) or type(feeder.exception()).__name__)}")
             show(status.view())
             if status.finished and (not status.finished_when_idle or loop.time() - last_event[0] >= idle):
