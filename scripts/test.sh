@@ -8,6 +8,14 @@ cd "$(dirname "$0")/.."
 . scripts/venv.sh
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
 
+# tmux drives the terminal tests of `streamer status --watch` (tests/test_status_watch.py)
+if ! command -v tmux >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+  echo "test.sh: installing tmux"
+  if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq tmux >/dev/null || true
+  elif command -v sudo >/dev/null 2>&1; then sudo apt-get update -qq && sudo apt-get install -y -qq tmux >/dev/null || true
+  fi
+fi
+
 port_open() { .venv/bin/python -c "import socket,sys; socket.create_connection(('127.0.0.1', int(sys.argv[1])), 1)" "$1" 2>/dev/null; }
 wait_port() { for _ in $(seq 1 "$2"); do port_open "$1" && return 0; sleep 1; done; return 1; }
 

@@ -53,6 +53,7 @@ examples:
   streamer replay /path/to/submit/dir            # jobstate.log + <dag>.stampede.db, like monitord -r
   streamer follow /path/to/submit/dir --dest amqp://...   # live, until DAGMan exits
   streamer replay /path/to/dag/jobstate.log      # a plain DAG's JOBSTATE_LOG -> <dag>.stampede.db
+  streamer status /path/to/submit/dir --watch     # live progress, like pegasus-status -w
 """
 
 
@@ -149,6 +150,10 @@ def build_parser() -> argparse.ArgumentParser:
             cmd.add_argument("--keep-alive", action="store_true",
                              help="after DAGMan exits, keep waiting for a restart (rescue DAG)")
         _common(cmd)
+
+    from .status.cli import add_status_command
+
+    add_status_command(commands, HelpFormatter, _common)
 
     demo = commands.add_parser("demo", help="replay the bundled example workflow (no servers needed)")
     demo.add_argument("--out", metavar="DIR", default="streamer-demo",
@@ -339,6 +344,10 @@ async def dispatch(args: argparse.Namespace) -> int:
         return await cmd_monitor(args, follow=args.command == "follow")
     if args.command == "demo":
         return await cmd_demo(args)
+    if args.command == "status":
+        from .status.command import run_status
+
+        return await run_status(args)
     raise ConfigError(f"unknown command {args.command}")
 
 

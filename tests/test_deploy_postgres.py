@@ -34,7 +34,8 @@ ROOT = Path(__file__).resolve().parent.parent
 INIT = ROOT / "deploy" / "postgres" / "init" / "10-roles.sh"
 BUILDER = ROOT / "deploy" / "grafana" / "build_dashboards.py"
 DASHBOARD = ROOT / "deploy" / "grafana" / "dashboards" / "stampede-db.json"
-TABLES = ("workflow", "workflowstate", "host", "job", "job_instance", "jobstate", "task", "invocation")
+TABLES = ("workflow", "workflowstate", "host", "job", "job_instance", "jobstate", "task", "invocation",
+          "integrity")
 GOLDEN = ("hierarchical_wf_success", "process_wf_failure", "process_wf_success", "sample_wf_held")
 OFFSET = 1000  # golden database k keeps its ids + k*OFFSET, as one DB of many workflows would
 

@@ -12,6 +12,7 @@ dashboards/ are this script's output and must stay in sync with it:
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -19,6 +20,19 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "dashboards"
+
+
+def _progress_panels() -> Any:
+    """progress_panels.py next to this file (loaded by path: this script is not a package)."""
+    spec = importlib.util.spec_from_file_location("progress_panels", HERE / "progress_panels.py")
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+PROGRESS = _progress_panels()
+SQL_PROGRESS, SQL_HELD, SQL_RETRIED = PROGRESS.SQL_PROGRESS, PROGRESS.SQL_HELD, PROGRESS.SQL_RETRIED
+SQL_CPU, SQL_INTEGRITY, SQL_SUBWORKFLOWS = PROGRESS.SQL_CPU, PROGRESS.SQL_INTEGRITY, PROGRESS.SQL_SUBWORKFLOWS
 
 PG = {"type": "grafana-postgresql-datasource", "uid": "stampede-pg"}
 ES_EVENTS = {"type": "elasticsearch", "uid": "pegasus-es-events"}
@@ -346,6 +360,7 @@ def stampede_db() -> dict[str, Any]:
                         options={"orientation": "horizontal", "xField": "transformation", "showValue": "auto"},
                         defaults={"unit": "s"},
                         transformations=[filter_fields(["transformation", "mean (s)"])]))
+    panels.extend(PROGRESS.db_panels(sys.modules[__name__], lay))
     panels.append(state_timeline(lay, "Job instances (Gantt)", PG, sql("A", SQL_GANTT), "job",
                                  ["time", "job", "state"], STATE_COLOURS,
                                  "One row per job instance (job #try), coloured by its state over time."))
@@ -398,6 +413,7 @@ def stampede_events() -> dict[str, Any]:
                             [{"id": "2", "type": "terms", "field": "transformation",
                               "settings": {"size": "50", "order": "desc", "orderBy": "5", "min_doc_count": "1"}}])],
                         24, 10, defaults={"decimals": 3}))
+    panels.extend(PROGRESS.es_panels(sys.modules[__name__], lay))
     panels.append(state_timeline(lay, "Job instances (Gantt)", ES_EVENTS, es_raw("A", Q_JOB_STATES, size=5000),
                                  "job_id", ["@timestamp", "job_id", "event"], EVENT_COLOURS,
                                  "One row per job, coloured by its latest job event over time."))
