@@ -72,7 +72,8 @@ def _whole(pattern: str, limit: int = 20) -> list[bytes]:
 
 # ---------------------------------------------------------------- event codecs
 
-def _python_parse(line: str) -> Event | str:
+def python_parse(line: str) -> Event | str:
+    """parse_line with the compiled parser off: the Event, or the error message."""
     saved, bp._fast_parse = bp._fast_parse, None
     try:
         return bp.parse_line(line)
@@ -94,7 +95,7 @@ def run_bp_line(data: bytes) -> None:
         got: Event | str = bp.parse_line(line)
     except bp.BPError as exc:
         got = f"error: {exc}"
-    _same(_event_key(got), _event_key(_python_parse(line)), "bp.parse_line")
+    _same(_event_key(got), _event_key(python_parse(line)), "bp.parse_line")
     if isinstance(got, Event):  # what was read is written and read back as the same event
         again = bp.parse_line(bp.format_event(got))
         _same(_event_key(again), _event_key(got), "BP round trip")

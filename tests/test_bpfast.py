@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from streamer.events import bp
 
+from fuzz_targets import python_parse
 from test_codecs import corpus_bp_files
 
 fast = pytest.importorskip("streamer.events._bpfast", reason="compiled fast paths not built (no C compiler)")
@@ -108,17 +109,6 @@ def test_format_examples() -> None:
 
 
 # ---------------------------------------------------------------- parse_event
-
-def python_parse(line: str) -> bp.Event | str:
-    """parse_line with the compiled parser off: the Event, or the error message."""
-    saved, bp._fast_parse = bp._fast_parse, None
-    try:
-        return bp.parse_line(line)
-    except bp.BPError as exc:
-        return f"error: {exc}"
-    finally:
-        bp._fast_parse = saved
-
 
 def typed(fields: dict) -> list:
     return [(key, type(value).__name__, value) for key, value in fields.items()]
