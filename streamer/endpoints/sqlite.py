@@ -9,7 +9,8 @@ writers). A batch is one transaction (`BEGIN IMMEDIATE` ... `COMMIT`) of a
 few `executemany` calls; WAL mode lets Pegasus's tools read while we write.
 `write` returns after COMMIT, with `synchronous=FULL` by default so an
 acknowledged batch survives a power cut (`?synchronous=normal` trades that
-for speed; a killed process loses nothing either way).
+for speed; a killed process loses nothing either way). Several processes may
+write one file at once: see `sqlitewriters.py`.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from ..urls import EndpointURL
 from . import stampede_schema as schema
 from .base import Endpoint, EndpointError
 from .dbcommon import WriteStats
+from .resilience import RetryPolicy, RetryStats, TransientError, retrying_sync, sqlite_fault
+from .sqlitewriters import FileWriterLocks
 from .loader import ID_TABLES, SQLITE, Loader, Plan, doomed_sql, expunge_statements
 
 
@@ -86,6 +89,10 @@ class SQLiteEndpoint(Endpoint):
         self._conn: sqlite3.Connection | None = None
         self._loader: Loader | None = None
         self._ids: _Counters | None = None
+        self._writers: FileWriterLocks | None = None
+        self.policy = RetryPolicy(retry_for=float(self.option("retry_for", 300)))
+        """`database is locked` (another writer held the file past the busy timeout) is retried this long."""
+        self.retry_stats = RetryStats()
 
     @property
     def rejected(self) -> list[str]:
@@ -139,16 +146,28 @@ class SQLiteEndpoint(Endpoint):
             conn.close()
             raise
         self._conn = conn
+        self._writers = FileWriterLocks(self.path)
         self._ids = _Counters(conn)
         self._loader = Loader(SQLITE, self._ids, replay=self.flag("replay"))
 
     def _write_sync(self, batch: list[Event]) -> None:
-        conn, loader = self._conn, self._loader
-        assert conn is not None and loader is not None and self._ids is not None
+        retrying_sync(self.name, f"batch of {len(batch)} events", lambda: self._attempt(batch), self.policy,
+                      self.retry_stats)
+        self.stats.retries = self.retry_stats.total
+
+    def _attempt(self, batch: list[Event]) -> None:
+        conn, loader, writers = self._conn, self._loader, self._writers
+        assert conn is not None and loader is not None and self._ids is not None and writers is not None
+        uuids = loader.mentioned_uuids(batch)
+        writers.announce(uuids)
         try:
             # Take the write lock first: what we read (ids, existing rows) stays true until COMMIT,
             # even if another process writes the same file between our batches.
             conn.execute("BEGIN IMMEDIATE")
+            shared = writers.shared_with_others(uuids)
+            if shared:  # another writer loads this workflow too: re-read its ids, never expunge its rows
+                loader.forget(shared)
+                loader.joined.update(shared)
             self._ids.reload()
             unknown = loader.unknown_uuids(batch)
             for start in range(0, len(unknown), 400):
@@ -165,6 +184,9 @@ class SQLiteEndpoint(Endpoint):
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             loader.reset()
+            kind = sqlite_fault(exc)
+            if kind is not None:
+                raise TransientError(kind, f"{self.path}: {exc}") from None
             if isinstance(exc, sqlite3.Error):
                 raise EndpointError(f"{self.name}: batch of {len(batch)} events not written: {exc}") from None
             raise
@@ -175,6 +197,9 @@ class SQLiteEndpoint(Endpoint):
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+        if self._writers is not None:
+            self._writers.close()
+            self._writers = None
 
 
 def _apply(conn: sqlite3.Connection, plan: Plan) -> None:
