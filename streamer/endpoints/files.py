@@ -4,13 +4,21 @@ Encoding comes from `?encoding=json|bp`, else from the suffix (`.jsonl`,
 `.json`, `.ndjson` -> JSON; anything else -> BP, monitord's default).
 `?fsync=true` makes every checkpoint fsync the file; `?mode=truncate` starts
 the file afresh instead of appending.
+
+Exactly once: the file's length after each source batch is its *mark*, saved
+with the source's checkpoint in the same atomic write (`Endpoint.mark`). A
+run resuming from that checkpoint first cuts the file back to the recorded
+length (`resume`), removing whatever was written after it (events the source
+sends again, a line cut short by a full disk or a kill), so after any crash
+the file holds every event once.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 from urllib.parse import unquote, urlsplit
 
 import aiofiles
@@ -21,6 +29,8 @@ from ..urls import EndpointURL
 from .base import Endpoint, EndpointError
 
 JSON_SUFFIXES = (".jsonl", ".json", ".ndjson")
+
+log = logging.getLogger("streamer.endpoints.file")
 
 
 def file_path(url: EndpointURL) -> Path:
@@ -56,18 +66,56 @@ class FileEndpoint(Endpoint):
         self.path = file_path(url)
         self.encoding = encoding_for(self.path, self.option("encoding"))
         self.fsync = self.flag("fsync")
+        self.truncate = str(self.option("mode", "append")).lower() == "truncate"
+        self.state_key = f"file:{self.path.absolute()}"
         self._file = None
         self._dirty = False
+        self._resume: dict[str, Any] | None = None
+        self._identity: tuple[int, int] = (0, 0)
+        self._length = 0
+        self.cut_back = 0
+        """Bytes removed at open: what had been written after the checkpoint resumed from."""
+
+    def resume(self, mark: Any) -> None:
+        if isinstance(mark, dict) and isinstance(mark.get("length"), int):
+            self._resume = mark
+
+    def mark(self) -> dict[str, int]:
+        return {"length": self._length, "dev": self._identity[0], "ino": self._identity[1]}
 
     async def open(self) -> None:
         if self.path.is_dir():
             raise EndpointError(f"{self.path}: is a directory")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            mode = "wb" if str(self.option("mode", "append")).lower() == "truncate" else "ab"
-            self._file = await aiofiles.open(self.path, mode)
+            if self._resume is not None and not self.truncate:
+                self._cut_back(self._resume)
+            self._file = await aiofiles.open(self.path, "wb" if self.truncate else "ab")
+            st = os.fstat(self._file.fileno())
         except OSError as exc:
             raise EndpointError(f"{self.path}: cannot open for writing: {exc.strerror or exc}") from None
+        self._identity = (st.st_dev, st.st_ino)
+        self._length = st.st_size
+
+    def _cut_back(self, mark: dict[str, Any]) -> None:
+        """Remove what was written after the checkpoint (the source sends those events again)."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            log.warning("%s: missing; the checkpoint recorded %d bytes (events before it are not rewritten)",
+                        self.path, mark["length"])
+            return
+        if (st.st_dev, st.st_ino) != (mark.get("dev"), mark.get("ino")):
+            log.warning("%s: not the file the checkpoint recorded (replaced or rotated); appending to it",
+                        self.path)
+        elif st.st_size < mark["length"]:
+            log.warning("%s: %d bytes, shorter than the %d the checkpoint recorded (truncated by someone?); "
+                        "appending", self.path, st.st_size, mark["length"])
+        elif st.st_size > mark["length"]:
+            self.cut_back = st.st_size - mark["length"]
+            os.truncate(self.path, mark["length"])
+            log.info("%s: cut back by %d bytes written after the last checkpoint (those events follow again)",
+                     self.path, self.cut_back)
 
     def prepare(self, events: Sequence[Event]) -> None:
         if self.encoding == "json":
@@ -76,15 +124,34 @@ class FileEndpoint(Endpoint):
             ensure_ids(list(events))  # the BP text is the line read, or written at `write`
 
     async def write(self, batch: Sequence[Event]) -> None:
+        await self.write_marked(batch, ())
+
+    async def write_marked(self, batch: Sequence[Event], ends: Sequence[int]) -> list[Any]:
         if self._file is None:
             await self.open()
-        data = encode_batch(batch, self.encoding)
+        marks = []
+        if len(ends) <= 1:
+            data = encode_batch(batch, self.encoding)
+            if ends:
+                marks.append(self._length + len(data))
+        else:
+            parts, start, total = [], 0, self._length
+            for end in ends:
+                part = encode_batch(batch[start:end], self.encoding) if end > start else b""
+                parts.append(part)
+                total += len(part)
+                marks.append(total)
+                start = end
+            data = b"".join(parts)
         try:
             await self._file.write(data)
             await self._file.flush()
         except OSError as exc:
             raise EndpointError(f"{self.path}: write failed: {exc.strerror or exc}") from None
+        self._length += len(data)
         self._dirty = True
+        dev, ino = self._identity
+        return [{"length": length, "dev": dev, "ino": ino} for length in marks]
 
     async def flush(self) -> None:
         if self._file is not None and self.fsync and self._dirty:

@@ -9,9 +9,9 @@ parent types, encodes and delivers step k. Events cross as raw
 cycles to spare), the checkpoint position as the tracker's JSON state.
 
 `MonitorCore` is the same in both: it owns the tracker and takes a
-checkpoint snapshot at most once per `snapshot_interval` seconds (and whenever it
-reaches the end of its input), because a snapshot costs time in the number of
-live jobs and the bus keeps one per batch in flight.
+checkpoint snapshot after every step (or at most once per `snapshot_interval`
+seconds when one is given, and always at the end of its input), static.bp
+events included, so a crash repeats at most the step in flight.
 """
 
 from __future__ import annotations
@@ -35,8 +35,9 @@ from .workflow import type_raw
 
 log = logging.getLogger("streamer.monitor")
 
-SNAPSHOT_INTERVAL = 1.0
-"""Seconds between checkpoint snapshots while the monitor is busy."""
+SNAPSHOT_INTERVAL = 0.0
+"""Seconds between checkpoint snapshots while the monitor is busy (0: after every step, so a crash
+repeats at most one step's events; a snapshot of a step costs far less than the step)."""
 
 
 @dataclass
@@ -68,9 +69,7 @@ class MonitorCore:
         tracker = self.tracker
         events = tracker.step(final=final, max_bytes=self.read_size)
         at_eof, finished = tracker.all_at_eof(), tracker.dagman_finished()
-        # never while static.bp events are pending: a resume re-sends them from the start
-        due = not tracker.static_pending() and (
-            at_eof or finished or time.monotonic() - self.last_snapshot >= self.snapshot_interval)
+        due = at_eof or finished or time.monotonic() - self.last_snapshot >= self.snapshot_interval
         return self._result(events, self._snapshot() if due else None, at_eof=at_eof, finished=finished)
 
     def finish(self) -> Step:
