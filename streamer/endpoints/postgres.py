@@ -136,7 +136,7 @@ class PostgresEndpoint(Endpoint):
             raise
         # The first connection stays: it holds this writer's presence locks (see `writers`).
         self._writers = WriterLocks(first)
-        self._pool = await asyncpg.create_pool(self.dsn, min_size=1, max_size=2, command_timeout=300,
+        self._pool = await asyncpg.create_pool(self.dsn, min_size=0, max_size=2, command_timeout=300,
                                                init=_create_staging)
 
     async def close(self) -> None:
@@ -156,6 +156,14 @@ class PostgresEndpoint(Endpoint):
                            self.policy, self.retry_stats, between=self._recover)
             self.stats.retries = self.retry_stats.total
 
+    def _drop_connections(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.terminate()
+        writers, self._writers = self._writers, None
+        if writers is not None:
+            writers.conn.terminate()
+
     async def _recover(self, kind: str) -> None:
         """Before a new attempt: a lost connection is replaced (the pool and the presence locks)."""
         if kind == CONNECTION or self._pool is None:
@@ -173,6 +181,8 @@ class PostgresEndpoint(Endpoint):
         except BaseException as exc:
             self._loader.reset()
             kind = postgres_fault(exc, _connection_errors())
+            if kind == CONNECTION:
+                self._drop_connections()  # no pool left to keep re-dialling a server that is away
             if kind is not None:
                 raise TransientError(kind, str(exc) or type(exc).__name__) from None
             if isinstance(exc, asyncpg.exceptions.PostgresError):
