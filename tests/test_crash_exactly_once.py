@@ -100,6 +100,7 @@ async def delete_exchange(url: str, exchange: str) -> None:
         await connection.close()
 
 
+@pytest.mark.timeout(900)
 async def test_kill9_during_follow_exactly_once(tmp_path: Path, pg_db: str, amqp_url: str) -> None:  # noqa: F811
     rng = random.Random(1212)
     submit = generate(tmp_path / "wf", jobs=JOBS, scenario="retry,held", seed=5)

@@ -80,21 +80,22 @@ async def _drain(url: str, queue: str) -> list[str]:
     ids: list[str] = []
     try:
         channel = await connection.channel()
+        await channel.set_qos(prefetch_count=5000)
         q = await channel.declare_queue(queue, durable=True, passive=True)
-        idle = time.monotonic()
-        while time.monotonic() - idle < 3:
-            message = await q.get(no_ack=True, fail=False)
-            if message is None:
-                await asyncio.sleep(0.05)
-                continue
-            ids.append(message.message_id)
-            idle = time.monotonic()
+        async with q.iterator(no_ack=True) as messages:
+            while True:
+                try:
+                    message = await asyncio.wait_for(messages.__anext__(), timeout=5)
+                except (asyncio.TimeoutError, StopAsyncIteration):
+                    break
+                ids.append(message.message_id)
     finally:
         await connection.close()
     return ids
 
 
 @pytest.mark.rabbitmq
+@pytest.mark.timeout(900)
 def test_rabbitmq_stopped_twice_killed_once_during_50000_events(tmp_path: Path) -> None:
     submit = generate(tmp_path / "wf", jobs=1850, seed=21)
     finished = tmp_path / "finished"
@@ -168,6 +169,7 @@ async def _pg_rows(dsn: str) -> dbcompare.Snapshot:
 
 
 @pytest.mark.postgres
+@pytest.mark.timeout(600)
 def test_postgres_restarted_mid_load_rows_equal_clean_load(tmp_path: Path) -> None:
     submit = generate(tmp_path / "wf", jobs=300, scenario="retry,held", seed=31)
     finished = tmp_path / "finished"
@@ -215,6 +217,7 @@ def _mount_tmpfs(where: Path, size: str) -> bool:
     return done.returncode == 0
 
 
+@pytest.mark.timeout(600)
 def test_file_endpoint_on_full_filesystem_then_rerun_each_event_once(tmp_path: Path) -> None:
     submit = generate(tmp_path / "wf", jobs=300, seed=41)
     clean_replay(tmp_path, submit, f"file://{tmp_path}/clean.jsonl")
