@@ -35,6 +35,8 @@ from .workflow import type_raw
 
 log = logging.getLogger("streamer.monitor")
 
+SNAPSHOT_BUDGET = 4.0
+"""A snapshot is taken once the time since the last is this many times what that one cost."""
 SNAPSHOT_INTERVAL = 0.0
 """Seconds between checkpoint snapshots while the monitor is busy (0: after every step, so a crash
 repeats at most one step's events; a snapshot of a step costs far less than the step)."""
@@ -63,13 +65,17 @@ class MonitorCore:
                                raw_events=raw_events)
         self.read_size = read_size
         self.snapshot_interval = snapshot_interval
-        self.last_snapshot = time.monotonic()
+        self.last_snapshot = float("-inf")  # the first step after a (re)start is checkpointed at once
+        self.snapshot_cost = 0.0
 
     def step(self, final: bool) -> Step:
         tracker = self.tracker
         events = tracker.step(final=final, max_bytes=self.read_size)
         at_eof, finished = tracker.all_at_eof(), tracker.dagman_finished()
-        due = at_eof or finished or time.monotonic() - self.last_snapshot >= self.snapshot_interval
+        # After every step, unless snapshots grow costly (many live jobs): then at most ~20% of the time
+        # goes to them, and a crash repeats the few steps since the last one.
+        wait = max(self.snapshot_interval, SNAPSHOT_BUDGET * self.snapshot_cost)
+        due = at_eof or finished or time.monotonic() - self.last_snapshot >= wait
         return self._result(events, self._snapshot() if due else None, at_eof=at_eof, finished=finished)
 
     def finish(self) -> Step:
@@ -80,10 +86,13 @@ class MonitorCore:
         self.tracker.close()
 
     def _snapshot(self, complete: bool = False) -> dict[str, Any]:
-        self.last_snapshot = time.monotonic()
+        started = time.monotonic()
         state = self.tracker.to_state()
         state["complete"] = complete
-        return orjson.loads(orjson.dumps(state))  # a copy: the engine keeps changing
+        copy = orjson.loads(orjson.dumps(state))  # a copy: the engine keeps changing
+        self.last_snapshot = time.monotonic()
+        self.snapshot_cost = self.last_snapshot - started
+        return copy
 
     def _result(self, events: list[Any], position: dict[str, Any] | None, *, at_eof: bool,
                 finished: bool) -> Step:
