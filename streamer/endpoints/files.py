@@ -32,6 +32,9 @@ JSON_SUFFIXES = (".jsonl", ".json", ".ndjson")
 
 log = logging.getLogger("streamer.endpoints.file")
 
+TAIL = 32
+"""Bytes before a mark saved with it (a file is recognised by its device, inode and these bytes)."""
+
 
 def file_path(url: EndpointURL) -> Path:
     """`file:///abs/x.bp` -> /abs/x.bp; `file://rel/x.bp` and `file:rel/x.bp` -> rel/x.bp."""
@@ -73,6 +76,7 @@ class FileEndpoint(Endpoint):
         self._resume: dict[str, Any] | None = None
         self._identity: tuple[int, int] = (0, 0)
         self._length = 0
+        self._tail = b""
         self.cut_back = 0
         """Bytes removed at open: what had been written after the checkpoint resumed from."""
 
@@ -80,8 +84,12 @@ class FileEndpoint(Endpoint):
         if isinstance(mark, dict) and isinstance(mark.get("length"), int):
             self._resume = mark
 
-    def mark(self) -> dict[str, int]:
-        return {"length": self._length, "dev": self._identity[0], "ino": self._identity[1]}
+    def mark(self) -> dict[str, Any]:
+        return self._mark(self._length, self._tail)
+
+    def _mark(self, length: int, tail: bytes) -> dict[str, Any]:
+        # the last bytes before the mark tell this file from another that took its inode number
+        return {"length": length, "dev": self._identity[0], "ino": self._identity[1], "tail": tail.hex()}
 
     async def open(self) -> None:
         if self.path.is_dir():
@@ -96,6 +104,18 @@ class FileEndpoint(Endpoint):
             raise EndpointError(f"{self.path}: cannot open for writing: {exc.strerror or exc}") from None
         self._identity = (st.st_dev, st.st_ino)
         self._length = st.st_size
+        self._tail = b""
+        if st.st_size and not self.truncate:
+            with open(self.path, "rb") as fh:
+                fh.seek(max(0, st.st_size - TAIL))
+                self._tail = fh.read(TAIL)
+
+    def _same_tail(self, mark: dict[str, Any]) -> bool:
+        tail = bytes.fromhex(str(mark.get("tail", "")))
+        length = mark["length"]
+        with open(self.path, "rb") as fh:
+            fh.seek(max(0, length - len(tail)))
+            return fh.read(len(tail)) == tail
 
     def _cut_back(self, mark: dict[str, Any]) -> None:
         """Remove what was written after the checkpoint (the source sends those events again)."""
@@ -105,7 +125,7 @@ class FileEndpoint(Endpoint):
             log.warning("%s: missing; the checkpoint recorded %d bytes (events before it are not rewritten)",
                         self.path, mark["length"])
             return
-        if (st.st_dev, st.st_ino) != (mark.get("dev"), mark.get("ino")):
+        if (st.st_dev, st.st_ino) != (mark.get("dev"), mark.get("ino")) or not self._same_tail(mark):
             log.warning("%s: not the file the checkpoint recorded (replaced or rotated); appending to it",
                         self.path)
         elif st.st_size < mark["length"]:
@@ -129,18 +149,21 @@ class FileEndpoint(Endpoint):
     async def write_marked(self, batch: Sequence[Event], ends: Sequence[int]) -> list[Any]:
         if self._file is None:
             await self.open()
-        marks = []
+        marks: list[dict[str, Any]] = []
+        tail = self._tail
         if len(ends) <= 1:
             data = encode_batch(batch, self.encoding)
+            tail = (tail + data[-TAIL:])[-TAIL:]
             if ends:
-                marks.append(self._length + len(data))
+                marks.append(self._mark(self._length + len(data), tail))
         else:
             parts, start, total = [], 0, self._length
             for end in ends:
                 part = encode_batch(batch[start:end], self.encoding) if end > start else b""
                 parts.append(part)
                 total += len(part)
-                marks.append(total)
+                tail = (tail + part[-TAIL:])[-TAIL:]
+                marks.append(self._mark(total, tail))
                 start = end
             data = b"".join(parts)
         try:
@@ -149,9 +172,9 @@ class FileEndpoint(Endpoint):
         except OSError as exc:
             raise EndpointError(f"{self.path}: write failed: {exc.strerror or exc}") from None
         self._length += len(data)
+        self._tail = tail
         self._dirty = True
-        dev, ino = self._identity
-        return [{"length": length, "dev": dev, "ino": ino} for length in marks]
+        return marks
 
     async def flush(self) -> None:
         if self._file is not None and self.fsync and self._dirty:

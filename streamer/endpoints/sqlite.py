@@ -129,7 +129,7 @@ class SQLiteEndpoint(Endpoint):
         if str(parent) and not parent.exists():
             parent.mkdir(parents=True, exist_ok=True)
         try:
-            conn = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
+            conn = sqlite3.connect(self.path, isolation_level=None, timeout=float(self.option("busy_timeout", 30)))
         except sqlite3.Error as exc:
             raise EndpointError(f"{self.name}: cannot open {self.path}: {exc}") from None
         try:
