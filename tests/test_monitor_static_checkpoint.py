@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from streamer.monitor import tracker
+from streamer.monitor import runner, tracker
 from streamer.monitor.source import WorkflowSource
 from streamer.synth import generate
 from test_monitor_source import _run
@@ -18,9 +18,10 @@ from test_monitor_source import _run
 def test_crash_while_static_events_go_out_repeats_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                           stop_after: int) -> None:
     monkeypatch.setattr(tracker, "STATIC_SLICE", 100)  # many slices of static events, each checkpointed
-    reference_dir = generate(tmp_path / "ref", jobs=60, seed=7)
+    monkeypatch.setattr(runner, "SNAPSHOT_BUDGET", 0.0)  # every step, however fast the snapshot
+    reference_dir = generate(tmp_path / "ref", jobs=100, seed=7)
     reference = [e.id for e in asyncio.run(_run(WorkflowSource(reference_dir, timezone="UTC")))]
-    directory = generate(tmp_path / "run", jobs=60, seed=7)
+    directory = generate(tmp_path / "run", jobs=100, seed=7)
     first = WorkflowSource(directory, timezone="UTC")
     before = asyncio.run(_run(first, stop_after=stop_after))
     names = [e.name for e in before]

@@ -125,6 +125,9 @@ class WorkflowSource(Source):
         await asyncio.to_thread(self._save, position, endpoints)
 
     def _save(self, position: dict[str, Any], endpoints: dict[str, Any] | None = None) -> None:
+        if self.write_jobstate:  # the jobstate.log lengths the state records must survive a power cut too
+            for item in position.get("workflows", ()):
+                _fsync(Path(item["dagman_out"]).parent / "jobstate.log")
         if endpoints:  # the file endpoints' lengths, in the same atomic write as the monitor state
             position = {**position, "endpoints": endpoints}
         write_atomically(self.state_path, orjson.dumps(position))
@@ -177,6 +180,18 @@ class WorkflowSource(Source):
     async def close(self) -> None:
         if self.runner is not None:
             await self.runner.close()
+
+
+def _fsync(path: Path) -> None:
+    """fsync a file by name (done here, in the commit thread, rather than in the parsing step)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _batch(step: Step) -> Batch:

@@ -1153,7 +1153,7 @@ class Workflow:
         """Everything needed to resume (JSON-serialisable); job_info is re-read from the .dag."""
         state = {key: getattr(self, key) for key in _STATE_KEYS}
         state["jobs"] = {key: job.to_state() for key, job in self.jobs.items()}
-        state["jobstate_length"] = self.flush(sync=True)
+        state["jobstate_length"] = self.flush()  # written to the OS; made durable before the state is saved
         state["static_sent"] = self._static_sent if self._static is not None else None
         return state
 
