@@ -76,6 +76,9 @@ class Route:
         self._has_room.set()
         self._closing = False
         self.task: asyncio.Task[None] | None = None
+        self.marks: deque[tuple[int, Any]] = deque()
+        """(seq, endpoint mark after it) for endpoints that resume exactly (files); see `Bus._marks_at`."""
+        self.last_mark: Any = None
 
     @property
     def name(self) -> str:
@@ -120,14 +123,16 @@ class Route:
             self.pending.append((seq, events))
             self.buffered += len(events)
 
-    def _take(self) -> tuple[int, list[Event]]:
-        """Whole source batches up to `batch_max` events: (last seq, events)."""
+    def _take(self) -> tuple[int, list[Event], list[tuple[int, int]]]:
+        """Whole source batches up to `batch_max` events: (last seq, events, [(seq, end index)])."""
         seq, events = self.pending.popleft()
         taken = list(events)
+        groups = [(seq, len(taken))]
         while self.pending and len(taken) + len(self.pending[0][1]) <= self.batch_max:
             seq, more = self.pending.popleft()
             taken.extend(more)
-        return seq, taken
+            groups.append((seq, len(taken)))
+        return seq, taken, groups
 
     async def run(self, on_ack: Callable[[], None]) -> None:
         while True:
@@ -138,14 +143,21 @@ class Route:
                 self._has_data.clear()
                 await self._has_data.wait()
                 continue
-            seq, events = self._take()
+            seq, events, groups = self._take()
+            exact = self.endpoint.state_key is not None
             if events:
                 started = time.perf_counter()
-                await self.endpoint.write(events)
+                if exact:
+                    marks = await self.endpoint.write_marked(events, [end for _, end in groups])
+                    self.marks.extend((s, m) for (s, _), m in zip(groups, marks))
+                else:
+                    await self.endpoint.write(events)
                 self.stats.busy_seconds += time.perf_counter() - started
                 self.stats.delivered += len(events)
                 self.stats.batches += 1
                 self.buffered -= len(events)
+            elif exact:
+                self.marks.append((seq, self.endpoint.mark()))
             self.acked_seq = seq
             if self.buffered < self.capacity:
                 self._has_room.set()
@@ -175,7 +187,9 @@ class Bus:
     routes: list[Route]
     on_error: str = "stop"
     commit: Callable[[Any], Awaitable[None]] | None = None
-    checkpoint_interval: float = 1.0
+    checkpoint_interval: float = 0.0
+    """Seconds between checkpoints at least; 0: after every acknowledgement (a crash then repeats
+    at most the batch each endpoint had in flight)."""
     published_events: int = 0
     published_batches: int = 0
     _seq: int = 0
@@ -198,6 +212,8 @@ class Bus:
                 self._fail(route, result)
         for route in self.routes:
             if route.failed is None:
+                if route.endpoint.state_key is not None:
+                    route.last_mark = route.endpoint.mark()
                 route.task = asyncio.create_task(self._run_route(route), name=f"endpoint {route.name}")
         self._committer = asyncio.create_task(self._commit_loop(), name="checkpoint")
         self._raise_if_stopped()
@@ -279,14 +295,33 @@ class Bus:
                 except Exception as exc:
                     self._fail(route, exc)
                     return
-        position, found = None, False
+        position, found, at = None, False, 0
         while self._positions and self._positions[0][0] <= target:
-            _, popped = self._positions.popleft()
+            seq, popped = self._positions.popleft()
             if popped is not None:  # a batch may carry no position of its own
-                position, found = popped, True
+                position, found, at = popped, True, seq
         self._committed_seq = max(self._committed_seq, target)
         if found and position is not None and self.commit is not None:
-            await self.commit(position)
+            marks = self._marks_at(at)
+            if marks:  # saved with the position, in the same atomic write
+                await self.commit(position, marks)
+            else:
+                await self.commit(position)
+
+    def marks(self) -> dict[str, Any]:
+        """The current mark of every endpoint that resumes exactly (before anything is published)."""
+        return {r.endpoint.state_key: r.last_mark for r in self.routes
+                if r.endpoint.state_key is not None and r.last_mark is not None}
+
+    def _marks_at(self, seq: int) -> dict[str, Any]:
+        """Each exact endpoint's mark as it stood right after source batch `seq` (the committed position).
+
+        Not at the acknowledged target: batches after the position (they carry none) must not be
+        kept in a file the source will send them to again."""
+        for route in self.routes:
+            while route.marks and route.marks[0][0] <= seq:
+                route.last_mark = route.marks.popleft()[1]
+        return self.marks()
 
     async def drain(self) -> None:
         """Wait until every live route delivered everything published so far."""

@@ -106,7 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
     load.add_argument("-f", "--follow", action="store_true",
                       help="keep reading as the files grow (rotation, truncation, late creation handled)")
     load.add_argument("--checkpoint", metavar="PATH",
-                      help="resume from / save the acknowledged position here (no loss, no repeats)")
+                      help="resume from / save the acknowledged position here, with the length of every "
+                           "file endpoint (no loss; files cut back on resume, so each event is in them once)")
     load.add_argument("--strict", action="store_true", help="stop at the first malformed line")
     _common(load)
 
@@ -144,8 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
         cmd.add_argument("--parser", choices=("auto", "thread", "process"), default="auto",
                          help="where log parsing runs: a thread, or a child process that overlaps it with "
                               "delivery on a second core (auto: a process for a dagman.out over 4 MB)")
-        cmd.add_argument("--state", metavar="PATH", help="where to keep the resume state "
-                         "(default: streamer.state.json in the submit dir)")
+        cmd.add_argument("--state", metavar="PATH", help="where to keep the resume state, file endpoints' "
+                         "lengths included (default: streamer.state.json in the submit dir)")
         if follow:
             cmd.add_argument("--keep-alive", action="store_true",
                              help="after DAGMan exits, keep waiting for a restart (rescue DAG)")

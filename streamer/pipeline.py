@@ -75,6 +75,11 @@ async def run_pipeline(source: Source, specs: list[EndpointSpec], *, on_error: s
     built = [(e, EndpointSpec(url=e.url.raw)) for e in endpoints] if endpoints else build_endpoints(specs, defaults)
     for endpoint, spec in built:
         routes.append(make_route(endpoint, spec.events, buffer=spec.buffer, batch=spec.batch))
+    saved = source.endpoint_marks()
+    for route in routes:  # exactly-once endpoints undo what they wrote after the checkpoint resumed from
+        key = route.endpoint.state_key
+        if key is not None and key in saved:
+            route.endpoint.resume(saved[key])
     bus = Bus(routes, on_error=on_error, commit=source.commit)
     show = err.isatty() if progress is None else progress
     meter = Progress(err, show)
@@ -90,6 +95,7 @@ async def run_pipeline(source: Source, specs: list[EndpointSpec], *, on_error: s
     exit_code = 0
     try:
         await bus.start()
+        await source.commit_start(bus.marks())
         async for batch in source.batches():
             await bus.publish(batch)
             meter.update(bus.published_events, batch.done, batch.total, label)

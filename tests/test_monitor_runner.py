@@ -57,7 +57,10 @@ def test_snapshots_are_throttled_but_the_end_of_input_always_has_one(tmp_path: P
         if not step.events and step.at_eof:
             break
     assert len(steps) > 20
-    positioned = [s for s in steps if s.position is not None]
+    # the first step after a start is always checkpointed (a crash soon after a restart repeats
+    # nothing already sent); then, with a long interval, only the end of the input is
+    assert steps[0].position is not None
+    positioned = [s for s in steps[1:] if s.position is not None]
     assert all(s.at_eof for s in positioned) and positioned
     assert core.finish().position["complete"] is True
 

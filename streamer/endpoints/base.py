@@ -62,6 +62,24 @@ class Endpoint(abc.ABC):
     async def write(self, batch: Sequence[Event]) -> None:
         """Deliver `batch` in order; return only once it is acknowledged."""
 
+    # -- exactly-once resume (endpoints whose output can be cut back: files) ----------
+
+    state_key: str | None = None
+    """Set by an endpoint that can resume exactly: the key of its mark in the source's checkpoint."""
+
+    def resume(self, mark: Any) -> None:
+        """Called before `open` with the mark saved with the checkpoint the source resumes from:
+        the endpoint undoes what it wrote after that checkpoint (a file is cut back to its length)."""
+
+    def mark(self) -> Any:
+        """Where the output stands now (JSON-serialisable), saved with the source's checkpoint."""
+        return None
+
+    async def write_marked(self, batch: Sequence[Event], ends: Sequence[int]) -> list[Any]:
+        """`write`, returning `mark()` as it stood after each `batch[:end]` (one per source batch)."""
+        await self.write(batch)
+        return [self.mark() for _ in ends]
+
     async def flush(self) -> None:
         """Make everything written so far durable (e.g. fsync). Called at checkpoints and exit."""
 

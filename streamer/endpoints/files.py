@@ -6,13 +6,21 @@ Encoding comes from `?encoding=json|bp`, else from the suffix (`.jsonl`,
 the file, `?mode=truncate` starts it afresh; without `mode` a file is appended
 to, except in a replay (`streamer replay`, the `replay` option), which
 overwrites it as `pegasus-monitord -r --dest file.bp` does.
+
+Exactly once: the file's length after each source batch is its *mark*, saved
+with the source's checkpoint in the same atomic write (`Endpoint.mark`). A
+run resuming from that checkpoint first cuts the file back to the recorded
+length (`resume`), removing whatever was written after it (events the source
+sends again, a line cut short by a full disk or a kill), so after any crash
+the file holds every event once.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 from urllib.parse import unquote, urlsplit
 
 import aiofiles
@@ -23,6 +31,11 @@ from ..urls import EndpointURL
 from .base import Endpoint, EndpointError
 
 JSON_SUFFIXES = (".jsonl", ".json", ".ndjson")
+
+log = logging.getLogger("streamer.endpoints.file")
+
+TAIL = 32
+"""Bytes before a mark saved with it (a file is recognised by its device, inode and these bytes)."""
 
 
 def file_path(url: EndpointURL) -> Path:
@@ -58,27 +71,85 @@ class FileEndpoint(Endpoint):
         self.path = file_path(url)
         self.encoding = encoding_for(self.path, self.option("encoding"))
         self.fsync = self.flag("fsync")
+        self.truncate = self._truncates()
+        self.state_key = f"file:{self.path.absolute()}"
         self._file = None
         self._dirty = False
+        self._resume: dict[str, Any] | None = None
+        self._identity: tuple[int, int] = (0, 0)
+        self._length = 0
+        self._tail = b""
+        self.cut_back = 0
+        """Bytes removed at open: what had been written after the checkpoint resumed from."""
+
+    def _truncates(self) -> bool:
+        requested = self.option("mode")
+        if requested is None:
+            return self.flag("replay")
+        value = str(requested).lower()
+        if value not in ("append", "truncate"):
+            raise EndpointError(f"{self.url.masked}: unknown mode {requested!r} (use append or truncate)")
+        return value == "truncate"
+
+    def _encode(self, events: Sequence[Event]) -> bytes:
+        return self.encode_each(events, lambda part: encode_batch(part, self.encoding), b"".join)
+
+    def resume(self, mark: Any) -> None:
+        if isinstance(mark, dict) and isinstance(mark.get("length"), int):
+            self._resume = mark
+
+    def mark(self) -> dict[str, Any]:
+        return self._mark(self._length, self._tail)
+
+    def _mark(self, length: int, tail: bytes) -> dict[str, Any]:
+        # the last bytes before the mark tell this file from another that took its inode number
+        return {"length": length, "dev": self._identity[0], "ino": self._identity[1], "tail": tail.hex()}
 
     async def open(self) -> None:
         if self.path.is_dir():
             raise EndpointError(f"{self.path}: is a directory")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            mode = self._open_mode()
-            self._file = await aiofiles.open(self.path, mode)
+            if self._resume is not None and not self.truncate:
+                self._cut_back(self._resume)
+            self._file = await aiofiles.open(self.path, "wb" if self.truncate else "ab")
+            st = os.fstat(self._file.fileno())
         except OSError as exc:
             raise EndpointError(f"{self.path}: cannot open for writing: {exc.strerror or exc}") from None
+        self._identity = (st.st_dev, st.st_ino)
+        self._length = st.st_size
+        self._tail = b""
+        if st.st_size and not self.truncate:
+            with open(self.path, "rb") as fh:
+                fh.seek(max(0, st.st_size - TAIL))
+                self._tail = fh.read(TAIL)
 
-    def _open_mode(self) -> str:
-        requested = self.option("mode")
-        if requested is None:
-            return "wb" if self.flag("replay") else "ab"
-        value = str(requested).lower()
-        if value not in ("append", "truncate"):
-            raise EndpointError(f"{self.url.masked}: unknown mode {requested!r} (use append or truncate)")
-        return "wb" if value == "truncate" else "ab"
+    def _same_tail(self, mark: dict[str, Any]) -> bool:
+        tail = bytes.fromhex(str(mark.get("tail", "")))
+        length = mark["length"]
+        with open(self.path, "rb") as fh:
+            fh.seek(max(0, length - len(tail)))
+            return fh.read(len(tail)) == tail
+
+    def _cut_back(self, mark: dict[str, Any]) -> None:
+        """Remove what was written after the checkpoint (the source sends those events again)."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            log.warning("%s: missing; the checkpoint recorded %d bytes (events before it are not rewritten)",
+                        self.path, mark["length"])
+            return
+        if (st.st_dev, st.st_ino) != (mark.get("dev"), mark.get("ino")) or not self._same_tail(mark):
+            log.warning("%s: not the file the checkpoint recorded (replaced or rotated); appending to it",
+                        self.path)
+        elif st.st_size < mark["length"]:
+            log.warning("%s: %d bytes, shorter than the %d the checkpoint recorded (truncated by someone?); "
+                        "appending", self.path, st.st_size, mark["length"])
+        elif st.st_size > mark["length"]:
+            self.cut_back = st.st_size - mark["length"]
+            os.truncate(self.path, mark["length"])
+            log.info("%s: cut back by %d bytes written after the last checkpoint (those events follow again)",
+                     self.path, self.cut_back)
 
     def prepare(self, events: Sequence[Event]) -> None:
         if self.encoding == "json":
@@ -87,15 +158,37 @@ class FileEndpoint(Endpoint):
             ensure_ids(list(events))  # the BP text is the line read, or written at `write`
 
     async def write(self, batch: Sequence[Event]) -> None:
+        await self.write_marked(batch, ())
+
+    async def write_marked(self, batch: Sequence[Event], ends: Sequence[int]) -> list[Any]:
         if self._file is None:
             await self.open()
-        data = self.encode_each(batch, lambda events: encode_batch(events, self.encoding), b"".join)
+        marks: list[dict[str, Any]] = []
+        tail = self._tail
+        if len(ends) <= 1:
+            data = self._encode(batch)
+            tail = (tail + data[-TAIL:])[-TAIL:]
+            if ends:
+                marks.append(self._mark(self._length + len(data), tail))
+        else:
+            parts, start, total = [], 0, self._length
+            for end in ends:
+                part = self._encode(batch[start:end]) if end > start else b""
+                parts.append(part)
+                total += len(part)
+                tail = (tail + part[-TAIL:])[-TAIL:]
+                marks.append(self._mark(total, tail))
+                start = end
+            data = b"".join(parts)
         try:
             await self._file.write(data)
             await self._file.flush()
         except OSError as exc:
             raise EndpointError(f"{self.path}: write failed: {exc.strerror or exc}") from None
+        self._length += len(data)
+        self._tail = tail
         self._dirty = True
+        return marks
 
     async def flush(self) -> None:
         if self._file is not None and self.fsync and self._dirty:

@@ -248,8 +248,11 @@ class Plan:
         """
         before: list[tuple[str, list[tuple[Any, ...]]]] = []
         if self.rc_lfn:
-            before.append((f"INSERT INTO rc_lfn (lfn) VALUES ({d.ph(1)}) ON CONFLICT DO NOTHING",
-                           [(lfn,) for lfn in self.rc_lfn]))
+            # Shared by every workflow naming the file: rows locked in one (sorted) order, so concurrent
+            # writers wait for each other rather than deadlock, and see each other's rc_pfn rows.
+            before.append((f"INSERT INTO rc_lfn (lfn) VALUES ({d.ph(1)}) "
+                           "ON CONFLICT (lfn) DO UPDATE SET lfn = excluded.lfn",
+                           [(lfn,) for lfn in sorted(self.rc_lfn)]))
         tables = []
         for table in _INSERT_ORDER:
             rows = self.inserts.get(table)
@@ -264,14 +267,15 @@ class Plan:
                 f"INSERT INTO rc_pfn (lfn_id, pfn, site) SELECT l.lfn_id, CAST({d.ph(2)} AS VARCHAR), "
                 f"CAST({d.ph(3)} AS VARCHAR) FROM rc_lfn l "
                 f"WHERE l.lfn = {d.ph(1)} AND NOT EXISTS (SELECT 1 FROM rc_pfn p WHERE p.lfn_id = l.lfn_id "
-                f"AND p.pfn = CAST({d.ph(2)} AS VARCHAR) AND p.site {d.same} CAST({d.ph(3)} AS VARCHAR))",
-                [k for k in self.rc_pfn]))
+                f"AND p.pfn = CAST({d.ph(2)} AS VARCHAR) AND p.site {d.same} CAST({d.ph(3)} AS VARCHAR)) "
+                "ON CONFLICT DO NOTHING",
+                sorted(self.rc_pfn, key=_sort_key)))
         if self.rc_meta:
             after.append((
                 f'INSERT INTO rc_meta (lfn_id, "key", value) SELECT lfn_id, CAST({d.ph(2)} AS VARCHAR), '
                 f'CAST({d.ph(3)} AS VARCHAR) FROM rc_lfn '
                 f'WHERE lfn = {d.ph(1)} ON CONFLICT (lfn_id, "key") DO UPDATE SET value = excluded.value',
-                [(lfn, key, value) for (lfn, key), value in self.rc_meta.items()]))
+                [(lfn, key, value) for (lfn, key), value in sorted(self.rc_meta.items(), key=_sort_key)]))
         if self.wf_files:
             after.append((
                 "INSERT INTO workflow_files (wf_id, task_id, lfn_id, file_type) SELECT "
@@ -279,6 +283,10 @@ class Plan:
                 f"FROM rc_lfn WHERE lfn = {d.ph(3)} ON CONFLICT DO NOTHING",
                 [(wf, task, lfn, ft) for (wf, task, lfn), ft in self.wf_files.items()]))
         return before, tables, after
+
+
+def _sort_key(item: Any) -> str:
+    return repr(item)
 
 
 def insert_sql(d: SQLDialect, table: str, cols: Sequence[str]) -> str:
@@ -372,6 +380,8 @@ class Loader:
         self.replay = replay
         self.replaced: set[str] = set()
         """Workflow uuids already expunged and re-planned in this run (committed)."""
+        self.joined: set[str] = set()
+        """Workflow uuids another writer is loading too: a replay joins them rather than expunging."""
         self.reset()
         self._handlers: dict[str, Callable[[Plan, Event], None]] = {
             "stampede.wf.plan": self._workflow,
@@ -407,7 +417,38 @@ class Loader:
         self.hosts: dict[tuple[int, str, str, str], int] = {}
         self._pending_replaced: set[str] = set()
 
+    def forget(self, uuids: Iterable[str]) -> None:
+        """Drop the cached ids of these workflows (another writer changed them): the next batch re-reads."""
+        for uuid in uuids:
+            wf = self.wfs.pop(uuid, None)
+            if wf is None:
+                continue
+            for job_id in wf.jobs.values():
+                for inst in self.insts.pop(job_id, {}).values():
+                    self.mapped.discard(inst)
+            root = wf.root_wf_id
+            self.hosts = {k: v for k, v in self.hosts.items() if k[0] != root}
+
     # -- seeding from the database ---------------------------------------
+
+    @staticmethod
+    def mentioned_uuids(events: Iterable[Event]) -> list[str]:
+        """Every workflow uuid the batch names (its own and, in linking events, root, parent, sub)."""
+        seen: dict[str, None] = {}
+        last = None
+        for event in events:
+            f = event.fields
+            uuid = f.get("xwf.id")
+            if uuid is not last:
+                last = uuid
+                if isinstance(uuid, str):
+                    seen[uuid] = None
+            if event.name in _LINKING:
+                for key in ("root.xwf.id", "parent.xwf.id", "subwf.id"):
+                    other = f.get(key)
+                    if isinstance(other, str):
+                        seen[other] = None
+        return list(seen)
 
     def unknown_uuids(self, events: Iterable[Event]) -> list[str]:
         """Workflow uuids the batch mentions whose ids are not cached yet."""
@@ -541,8 +582,8 @@ class Loader:
         uuid = _need(event, "xwf.id")
         existing = self.wfs.get(uuid)
         if existing is not None:
-            if not self.replay or uuid in self.replaced or uuid in self._pending_replaced:
-                return  # already loaded (a re-sent event, or a resumed run)
+            if not self.replay or uuid in self.replaced or uuid in self._pending_replaced or uuid in self.joined:
+                return  # already loaded (a re-sent event, a resumed run, or another writer loading it now)
             plan.expunge.append(uuid)
             self._forget(existing)
         self._pending_replaced.add(uuid)

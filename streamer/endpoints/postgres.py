@@ -6,9 +6,12 @@ calls write them. Ids come from the tables' sequences, reserved for the
 whole batch in one round trip, so several streamers (one per workflow, as
 with monitord) can share a database.
 
-A lost connection (server restart, `pg_terminate_backend`, network) rolls
-the transaction back; the endpoint forgets its cached ids, reconnects with
-back-off and writes the batch again. Because every insert is idempotent on
+A lost connection (server restart, `pg_terminate_backend`, network), a
+deadlock, a serialization failure or a lock timeout rolls the transaction
+back; the endpoint forgets its cached ids and `resilience.retrying` writes the
+batch again after a back-off (reconnecting first when the connection is gone).
+Many writers may share the database: see `pgwriters.py` for how they keep out
+of each other's way. Because every insert is idempotent on
 the table's natural key, a batch whose COMMIT reached the server but whose
 acknowledgement did not is written again without duplicating anything.
 """
@@ -23,10 +26,12 @@ from typing import Any, Sequence
 
 from ..events import Event
 from ..urls import EndpointURL, mask
-from . import provenance_schema, schema_version
 from . import stampede_schema as schema
 from .base import Endpoint, EndpointError
 from .dbcommon import WriteStats
+from . import provenance_schema, schema_version
+from .pgwriters import WriterLocks
+from .resilience import CONNECTION, RetryPolicy, RetryStats, TransientError, postgres_fault, retrying
 from .loader import FRESH_TABLES, ID_TABLES, POSTGRESQL, Loader, Plan, doomed_sql, expunge_statements, insert_sql
 
 log = logging.getLogger("streamer.endpoints.db")
@@ -83,8 +88,11 @@ class PostgresEndpoint(Endpoint):
         # Bigger transactions pay the commit and the per-statement costs less often.
         self.options.setdefault("batch", 20_000)
         self.retry_for = float(self.option("retry_for", 300))
-        """Seconds to keep retrying a batch while the server is unreachable."""
+        """Seconds a transient fault (lost connection, deadlock, ...) may persist before the endpoint fails."""
+        self.policy = RetryPolicy(retry_for=self.retry_for)
+        self.retry_stats = RetryStats()
         self._pool: Any = None
+        self._writers: WriterLocks | None = None
         self._ids = _IdPool()
         self._loader = Loader(POSTGRESQL, self._ids, replay=self.flag("replay"))
         self._sequences: dict[str, str] = {}
@@ -97,12 +105,22 @@ class PostgresEndpoint(Endpoint):
 
     async def open(self) -> None:
         # A wrong host or port should not keep a command waiting for minutes.
-        await self._retrying("connect", self._connect, deadline=min(self.retry_for, 30.0))
+        policy = RetryPolicy(retry_for=min(self.retry_for, 30.0))
+        await retrying(self.name, "connect", self._connect_once, policy, self.retry_stats)
+
+    async def _connect_once(self) -> None:
+        try:
+            await self._connect()
+        except BaseException as exc:
+            kind = postgres_fault(exc, _connection_errors())
+            if kind is not None:
+                raise TransientError(kind, str(exc) or type(exc).__name__) from None
+            if isinstance(exc, asyncpg.exceptions.PostgresError):
+                raise EndpointError(f"{self.name}: {mask(str(exc))}") from None
+            raise
 
     async def _connect(self) -> None:
-        if self._pool is not None:
-            await self._pool.close()
-            self._pool = None
+        await self.close()
         try:
             first = await asyncpg.connect(self.dsn, timeout=30)
         except (asyncpg.exceptions.InvalidCatalogNameError, asyncpg.exceptions.InvalidAuthorizationSpecificationError,
@@ -114,17 +132,21 @@ class PostgresEndpoint(Endpoint):
                 t: await first.fetchval("SELECT pg_get_serial_sequence($1, $2)", t, pk)
                 for t, pk in ID_TABLES.items()
             }
-        finally:
+        except BaseException:
             await first.close()
-        # min_size=0: no pool task of its own reconnects (and logs tracebacks) while the server restarts;
-        # this endpoint reconnects with its backoff and says so in one line
+            raise
+        # The first connection stays: it holds this writer's presence locks (see `writers`).
+        self._writers = WriterLocks(first)
         self._pool = await asyncpg.create_pool(self.dsn, min_size=0, max_size=2, command_timeout=300,
                                                init=_create_staging)
 
     async def close(self) -> None:
         if self._pool is not None:
-            await self._pool.close()
-            self._pool = None
+            pool, self._pool = self._pool, None
+            await pool.close()
+        if self._writers is not None:
+            writers, self._writers = self._writers, None
+            await writers.close()
 
     # -- writing --------------------------------------------------------------
 
@@ -132,9 +154,14 @@ class PostgresEndpoint(Endpoint):
         if batch:
             records, events = provenance_schema.split(batch)
             if events:
-                await self._retrying(f"batch of {len(events)} events", self._write_once, events)
+                await retrying(self.name, f"batch of {len(events)} events",
+                               lambda: self._attempt(events, self._write_once),
+                               self.policy, self.retry_stats, between=self._recover)
             if records:  # Chimbuko provenance records: their own tables (provenance_schema.py)
-                await self._retrying(f"batch of {len(records)} provenance records", self._write_records, records)
+                await retrying(self.name, f"batch of {len(records)} provenance records",
+                               lambda: self._attempt(records, self._write_records),
+                               self.policy, self.retry_stats, between=self._recover)
+            self.stats.retries = self.retry_stats.total
 
     async def _write_records(self, records: list[Event]) -> None:
         async with self._pool.acquire() as conn:
@@ -147,38 +174,52 @@ class PostgresEndpoint(Endpoint):
         self.stats.rows += rows
         self.stats.batches += 1
 
-    async def _retrying(self, what: str, fn: Any, *args: Any, deadline: float | None = None) -> Any:
-        give_up = time.monotonic() + (self.retry_for if deadline is None else deadline)
-        delay = 0.1
-        while True:
-            try:
-                if fn != self._connect and self._pool is None:
-                    await self._connect()
-                return await fn(*args)
-            except _connection_errors() as exc:
-                self._loader.reset()
-                if time.monotonic() >= give_up:
-                    raise EndpointError(f"{self.name}: {what} failed, server unreachable: {mask(str(exc))}") from None
-                self.stats.retries += 1
-                log.warning("%s: connection lost (%s); reconnecting in %.1fs", self.name,
-                            mask(str(exc)) or type(exc).__name__, delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
-                try:
-                    await self._connect()
-                except _connection_errors():
-                    pass
-            except asyncpg.exceptions.PostgresError as exc:
-                self._loader.reset()
-                raise EndpointError(f"{self.name}: {what} not written: {mask(str(exc))}") from None
-            except BaseException:
-                self._loader.reset()
-                raise
+    def _drop_connections(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.terminate()
+        writers, self._writers = self._writers, None
+        if writers is not None:
+            writers.conn.terminate()
+
+    async def _recover(self, kind: str) -> None:
+        """Before a new attempt: a lost connection is replaced (the pool and the presence locks)."""
+        if kind == CONNECTION or self._pool is None:
+            await self._connect_once()
+
+    async def _attempt(self, events: list[Event], write: Any) -> None:
+        """One try of a batch; transient faults become `TransientError` (the transaction rolled back)."""
+        try:
+            if self._pool is None:
+                await self._connect_once()
+            await write(events)
+        except TransientError:
+            self._loader.reset()
+            raise
+        except BaseException as exc:
+            self._loader.reset()
+            kind = postgres_fault(exc, _connection_errors())
+            if kind == CONNECTION:
+                self._drop_connections()  # no pool left to keep re-dialling a server that is away
+            if kind is not None:
+                raise TransientError(kind, str(exc) or type(exc).__name__) from None
+            if isinstance(exc, asyncpg.exceptions.PostgresError):
+                raise EndpointError(f"{self.name}: batch of {len(events)} events not written: "
+                                    f"{mask(str(exc))}") from None
+            raise
 
     async def _write_once(self, events: list[Event]) -> None:
         loader = self._loader
+        uuids = loader.mentioned_uuids(events)
+        await self._writers.announce(uuids)
         async with self._pool.acquire() as conn:
             async with conn.transaction():
+                # One writer per workflow at a time (locks taken in one order: no deadlock between them);
+                # what another writer of the same workflow committed is re-read before planning.
+                shared = await self._writers.serialize(conn, uuids)
+                if shared:
+                    loader.forget(shared)
+                    loader.joined.update(shared)
                 unknown = loader.unknown_uuids(events)
                 queries = loader.seed_sql(unknown) if unknown else []
                 while queries:

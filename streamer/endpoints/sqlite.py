@@ -9,7 +9,8 @@ writers). A batch is one transaction (`BEGIN IMMEDIATE` ... `COMMIT`) of a
 few `executemany` calls; WAL mode lets Pegasus's tools read while we write.
 `write` returns after COMMIT, with `synchronous=FULL` by default so an
 acknowledged batch survives a power cut (`?synchronous=normal` trades that
-for speed; a killed process loses nothing either way).
+for speed; a killed process loses nothing either way). Several processes may
+write one file at once: see `sqlitewriters.py`.
 """
 
 from __future__ import annotations
@@ -24,10 +25,12 @@ from typing import Any, Callable, Sequence
 
 from ..events import Event
 from ..urls import EndpointURL
-from . import provenance_schema, schema_version
 from . import stampede_schema as schema
 from .base import Endpoint, EndpointError
 from .dbcommon import WriteStats
+from . import provenance_schema, schema_version
+from .resilience import RetryPolicy, RetryStats, TransientError, retrying_sync, sqlite_fault
+from .sqlitewriters import FileWriterLocks
 from .loader import ID_TABLES, SQLITE, Loader, Plan, doomed_sql, expunge_statements
 
 
@@ -87,6 +90,10 @@ class SQLiteEndpoint(Endpoint):
         self._conn: sqlite3.Connection | None = None
         self._loader: Loader | None = None
         self._ids: _Counters | None = None
+        self._writers: FileWriterLocks | None = None
+        self.policy = RetryPolicy(retry_for=float(self.option("retry_for", 300)))
+        """`database is locked` (another writer held the file past the busy timeout) is retried this long."""
+        self.retry_stats = RetryStats()
 
     @property
     def rejected(self) -> list[str]:
@@ -123,7 +130,7 @@ class SQLiteEndpoint(Endpoint):
         if str(parent) and not parent.exists():
             parent.mkdir(parents=True, exist_ok=True)
         try:
-            conn = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
+            conn = sqlite3.connect(self.path, isolation_level=None, timeout=float(self.option("busy_timeout", 30)))
         except sqlite3.Error as exc:
             raise EndpointError(f"{self.name}: cannot open {self.path}: {exc}") from None
         try:
@@ -140,15 +147,19 @@ class SQLiteEndpoint(Endpoint):
             conn.close()
             raise
         self._conn = conn
+        self._writers = FileWriterLocks(self.path)
         self._ids = _Counters(conn)
         self._loader = Loader(SQLITE, self._ids, replay=self.flag("replay"))
 
     def _write_sync(self, batch: list[Event]) -> None:
         records, batch = provenance_schema.split(batch)
         if records:  # Chimbuko provenance records: their own tables (provenance_schema.py)
-            self._write_records_sync(records)
+            retrying_sync(self.name, f"batch of {len(records)} provenance records",
+                          lambda: self._write_records_sync(records), self.policy, self.retry_stats)
         if batch:
-            self._write_events_sync(batch)
+            retrying_sync(self.name, f"batch of {len(batch)} events", lambda: self._attempt(batch), self.policy,
+                          self.retry_stats)
+        self.stats.retries = self.retry_stats.total
 
     def _write_records_sync(self, records: list[Event]) -> None:
         conn = self._conn
@@ -162,6 +173,9 @@ class SQLiteEndpoint(Endpoint):
         except BaseException as exc:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
+            kind = sqlite_fault(exc)
+            if kind is not None:
+                raise TransientError(kind, f"{self.path}: {exc}") from None
             if isinstance(exc, sqlite3.Error):
                 raise EndpointError(f"{self.name}: batch of {len(records)} provenance records not written: {exc}") from None
             raise
@@ -170,13 +184,19 @@ class SQLiteEndpoint(Endpoint):
         self.stats.rows += rows
         self.stats.batches += 1
 
-    def _write_events_sync(self, batch: list[Event]) -> None:
-        conn, loader = self._conn, self._loader
-        assert conn is not None and loader is not None and self._ids is not None
+    def _attempt(self, batch: list[Event]) -> None:
+        conn, loader, writers = self._conn, self._loader, self._writers
+        assert conn is not None and loader is not None and self._ids is not None and writers is not None
+        uuids = loader.mentioned_uuids(batch)
+        writers.announce(uuids)
         try:
             # Take the write lock first: what we read (ids, existing rows) stays true until COMMIT,
             # even if another process writes the same file between our batches.
             conn.execute("BEGIN IMMEDIATE")
+            shared = writers.shared_with_others(uuids)
+            if shared:  # another writer loads this workflow too: re-read its ids, never expunge its rows
+                loader.forget(shared)
+                loader.joined.update(shared)
             self._ids.reload()
             unknown = loader.unknown_uuids(batch)
             for start in range(0, len(unknown), 400):
@@ -193,6 +213,9 @@ class SQLiteEndpoint(Endpoint):
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             loader.reset()
+            kind = sqlite_fault(exc)
+            if kind is not None:
+                raise TransientError(kind, f"{self.path}: {exc}") from None
             if isinstance(exc, sqlite3.Error):
                 raise EndpointError(f"{self.name}: batch of {len(batch)} events not written: {exc}") from None
             raise
@@ -203,6 +226,9 @@ class SQLiteEndpoint(Endpoint):
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+        if self._writers is not None:
+            self._writers.close()
+            self._writers = None
 
 
 def _apply(conn: sqlite3.Connection, plan: Plan) -> None:

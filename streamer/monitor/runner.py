@@ -9,9 +9,9 @@ parent types, encodes and delivers step k. Events cross as raw
 cycles to spare), the checkpoint position as the tracker's JSON state.
 
 `MonitorCore` is the same in both: it owns the tracker and takes a
-checkpoint snapshot at most once per `snapshot_interval` seconds (and whenever it
-reaches the end of its input), because a snapshot costs time in the number of
-live jobs and the bus keeps one per batch in flight.
+checkpoint snapshot after every step (or at most once per `snapshot_interval`
+seconds when one is given, and always at the end of its input), static.bp
+events included, so a crash repeats at most the step in flight.
 """
 
 from __future__ import annotations
@@ -35,8 +35,11 @@ from .workflow import type_raw
 
 log = logging.getLogger("streamer.monitor")
 
-SNAPSHOT_INTERVAL = 1.0
-"""Seconds between checkpoint snapshots while the monitor is busy."""
+SNAPSHOT_BUDGET = 4.0
+"""A snapshot is taken once the time since the last is this many times what that one cost."""
+SNAPSHOT_INTERVAL = 0.0
+"""Seconds between checkpoint snapshots while the monitor is busy (0: after every step, so a crash
+repeats at most one step's events; a snapshot of a step costs far less than the step)."""
 
 
 @dataclass
@@ -62,15 +65,17 @@ class MonitorCore:
                                raw_events=raw_events)
         self.read_size = read_size
         self.snapshot_interval = snapshot_interval
-        self.last_snapshot = time.monotonic()
+        self.last_snapshot = float("-inf")  # the first step after a (re)start is checkpointed at once
+        self.snapshot_cost = 0.0
 
     def step(self, final: bool) -> Step:
         tracker = self.tracker
         events = tracker.step(final=final, max_bytes=self.read_size)
         at_eof, finished = tracker.all_at_eof(), tracker.dagman_finished()
-        # never while static.bp events are pending: a resume re-sends them from the start
-        due = not tracker.static_pending() and (
-            at_eof or finished or time.monotonic() - self.last_snapshot >= self.snapshot_interval)
+        # After every step, unless snapshots grow costly (many live jobs): then at most ~20% of the time
+        # goes to them, and a crash repeats the few steps since the last one.
+        wait = max(self.snapshot_interval, SNAPSHOT_BUDGET * self.snapshot_cost)
+        due = at_eof or finished or time.monotonic() - self.last_snapshot >= wait
         return self._result(events, self._snapshot() if due else None, at_eof=at_eof, finished=finished)
 
     def finish(self) -> Step:
@@ -81,10 +86,13 @@ class MonitorCore:
         self.tracker.close()
 
     def _snapshot(self, complete: bool = False) -> dict[str, Any]:
-        self.last_snapshot = time.monotonic()
+        started = time.monotonic()
         state = self.tracker.to_state()
         state["complete"] = complete
-        return orjson.loads(orjson.dumps(state))  # a copy: the engine keeps changing
+        copy = orjson.loads(orjson.dumps(state))  # a copy: the engine keeps changing
+        self.last_snapshot = time.monotonic()
+        self.snapshot_cost = self.last_snapshot - started
+        return copy
 
     def _result(self, events: list[Any], position: dict[str, Any] | None, *, at_eof: bool,
                 finished: bool) -> Step:

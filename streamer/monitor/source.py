@@ -8,9 +8,10 @@ workflows), a bounded slice of each file per step, so the loop stays
 responsive on large kickstart records.
 
 A batch carries the whole monitor state as its position (file offsets of the
-lines consumed + engine state + jobstate.log length) at most once per
-`snapshot_interval` and whenever the monitor reaches the end of its input;
-the batches in between carry none. `commit()` writes a position atomically to
+lines consumed, static.bp records sent, engine state, jobstate.log length)
+after every step by default (at most once per `snapshot_interval` otherwise,
+and whenever the monitor reaches the end of its input). The lengths of
+exactly-once endpoints (files) are saved with it, in the same atomic write. `commit()` writes a position atomically to
 the state file; a new source finds it there and resumes with no event lost or
 repeated after it, cutting jobstate.log back to the committed length.
 """
@@ -69,6 +70,8 @@ class WorkflowSource(Source):
         self._stopped = False
         self.runner: ThreadRunner | ProcessRunner | None = None
         self.resumed = False
+        self._loaded: dict[str, Any] | None | bool = False  # False: not read yet
+        self._marks: dict[str, Any] = {}
 
     # ------------------------------------------------------------ identity
     def default_db_url(self) -> str:
@@ -79,6 +82,18 @@ class WorkflowSource(Source):
 
     # ------------------------------------------------------------ state
     def _load_state(self) -> dict[str, Any] | None:
+        """The state to resume from (None: start afresh); its endpoint marks go to `self._marks`."""
+        if self._loaded is not False:
+            return self._loaded  # type: ignore[return-value]
+        self._loaded = data = self._read_state()
+        if data is not None:
+            marks = data.pop("endpoints", None)
+            self._marks = marks if isinstance(marks, dict) else {}
+            if data.get("initial"):  # a crash before the first checkpoint: from the start, files cut back
+                self._loaded = None
+        return self._loaded  # type: ignore[return-value]
+
+    def _read_state(self) -> dict[str, Any] | None:
         try:
             data = json.loads(self.state_path.read_text())
         except FileNotFoundError:
@@ -97,6 +112,14 @@ class WorkflowSource(Source):
         """A state file this source will resume from (so a replay must not start its outputs afresh)."""
         return self._load_state() is not None
 
+    def endpoint_marks(self) -> dict[str, Any]:
+        self._load_state()
+        return dict(self._marks)
+
+    async def commit_start(self, endpoints: dict[str, Any]) -> None:
+        if endpoints and await asyncio.to_thread(self._load_state) is None:
+            await asyncio.to_thread(self._save, {"version": 1, "initial": True}, endpoints)
+
     def _runner(self) -> ThreadRunner | ProcessRunner:
         state = self._load_state()
         self.resumed = state is not None
@@ -104,10 +127,15 @@ class WorkflowSource(Source):
                            write_jobstate=self.write_jobstate, state=state, read_size=self.read_size,
                            snapshot_interval=self.snapshot_interval)
 
-    async def commit(self, position: Any) -> None:
-        await asyncio.to_thread(self._save, position)
+    async def commit(self, position: Any, endpoints: dict[str, Any] | None = None) -> None:
+        await asyncio.to_thread(self._save, position, endpoints)
 
-    def _save(self, position: dict[str, Any]) -> None:
+    def _save(self, position: dict[str, Any], endpoints: dict[str, Any] | None = None) -> None:
+        if self.write_jobstate:  # the jobstate.log lengths the state records must survive a power cut too
+            for item in position.get("workflows", ()):
+                _fsync(Path(item["dagman_out"]).parent / "jobstate.log")
+        if endpoints:  # the file endpoints' lengths, in the same atomic write as the monitor state
+            position = {**position, "endpoints": endpoints}
         write_atomically(self.state_path, orjson.dumps(position))
 
     # ------------------------------------------------------------ batches
@@ -158,6 +186,18 @@ class WorkflowSource(Source):
     async def close(self) -> None:
         if self.runner is not None:
             await self.runner.close()
+
+
+def _fsync(path: Path) -> None:
+    """fsync a file by name (done here, in the commit thread, rather than in the parsing step)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _batch(step: Step) -> Batch:

@@ -130,7 +130,8 @@ class Workflow:
         self.started_at = started_at if started_at is not None else int(time.time())
         self.jobstate: jobstate.JobstateWriter | None = None
         self._static: Generator[tuple[str, dict[str, Any]], None, None] | None = None
-        self._static_parent: tuple[str | None, int | None] = (None, None)
+        self._static_parent: tuple[str | None, int | None] = (parent_jobid, parent_jobseq)
+        self._static_sent = 0  # static.bp records emitted: a checkpoint taken meanwhile resumes after them
         if write_jobstate:
             path = Path(self.run_dir) / "jobstate.log"
             self.jobstate = jobstate.JobstateWriter(path, truncate_at=jobstate_length, rotate=first_run)
@@ -190,6 +191,7 @@ class Workflow:
             self._static = iter(plaindag.static_events(dag, self.wf_ts))
         elif bp_path.is_file():
             self._static = staticbp.read(bp_path)  # drained by drain_static(), a slice per step
+            self._static_sent = 0
         else:
             self.warn(f"{bp_path}: static.bp missing; no static events for {self.wf_uuid}")
             self._end_static()
@@ -209,6 +211,7 @@ class Workflow:
             fields.setdefault("ts", self.wf_ts)
             self.emit(name, fields)
             sent += 1
+            self._static_sent += 1
             if sent >= limit:
                 return
         self._static = None
@@ -1159,7 +1162,8 @@ class Workflow:
         """Everything needed to resume (JSON-serialisable); job_info is re-read from the .dag."""
         state = {key: getattr(self, key) for key in _STATE_KEYS}
         state["jobs"] = {key: job.to_state() for key, job in self.jobs.items()}
-        state["jobstate_length"] = self.flush(sync=True)
+        state["jobstate_length"] = self.flush()  # written to the OS; made durable before the state is saved
+        state["static_sent"] = self._static_sent if self._static is not None else None
         return state
 
     def restore(self, state: dict[str, Any]) -> None:
@@ -1169,6 +1173,12 @@ class Workflow:
         if isinstance(self.last_known_job, list):
             self.last_known_job = tuple(self.last_known_job)  # type: ignore[assignment]
         self.jobs = {key: Job.from_state(value) for key, value in state.get("jobs", {}).items()}
+        sent = state.get("static_sent")
+        if isinstance(sent, int):  # checkpointed while the static.bp events were going out: go on after them
+            self._static = staticbp.read(Path(self.run_dir) / (os.path.splitext(self.dag_file)[0] + ".static.bp"))
+            for _ in zip(range(sent), self._static):
+                pass
+            self._static_sent = sent
 
     def close(self) -> None:
         if self._static is not None:

@@ -41,8 +41,19 @@ class Source(abc.ABC):
     def batches(self) -> AsyncIterator[Batch]:
         """Batches of events in order; ends when the source is exhausted (replay) or stopped."""
 
-    async def commit(self, position: Any) -> None:
-        """Everything up to `position` is acknowledged by all endpoints: persist it."""
+    async def commit(self, position: Any, endpoints: dict[str, Any] | None = None) -> None:
+        """Everything up to `position` is acknowledged by all endpoints: persist it.
+
+        `endpoints`: the marks of endpoints that resume exactly (file lengths), to be saved in
+        the same atomic write and handed back by `endpoint_marks()` after a restart."""
+
+    def endpoint_marks(self) -> dict[str, Any]:
+        """Marks saved with the checkpoint this run resumes from (empty when starting afresh)."""
+        return {}
+
+    async def commit_start(self, endpoints: dict[str, Any]) -> None:
+        """Before the first event: when starting afresh, record the endpoints' marks as a checkpoint
+        "from the beginning", so a crash before the first real checkpoint is undone too."""
 
     def stop(self) -> None:
         """Ask the source to end after the batch under way (signals, shutdown)."""

@@ -82,18 +82,34 @@ class CheckpointStore:
         self.path = Path(path)
 
     def load(self) -> dict[str, FilePosition]:
+        data = self._read()
+        if data is None:
+            return {}
+        return {key: FilePosition.from_dict(value) for key, value in data.get("files", {}).items()}
+
+    def load_endpoints(self) -> dict[str, Any]:
+        data = self._read()
+        marks = data.get("endpoints") if data else None
+        return marks if isinstance(marks, dict) else {}
+
+    def exists(self) -> bool:
+        return self.path.exists()
+
+    def _read(self) -> dict[str, Any] | None:
         try:
             data = json.loads(self.path.read_text())
         except FileNotFoundError:
-            return {}
+            return None
         except (OSError, ValueError) as exc:
             raise ValueError(f"{self.path}: unreadable checkpoint: {exc}") from None
         if not isinstance(data, dict) or data.get("version") != CHECKPOINT_VERSION:
             raise ValueError(f"{self.path}: not a streamer checkpoint (version {CHECKPOINT_VERSION})")
-        return {key: FilePosition.from_dict(value) for key, value in data.get("files", {}).items()}
+        return data
 
-    def save(self, files: dict[str, FilePosition]) -> None:
-        payload = {"version": CHECKPOINT_VERSION, "files": {k: v.as_dict() for k, v in files.items()}}
+    def save(self, files: dict[str, FilePosition], endpoints: dict[str, Any] | None = None) -> None:
+        payload: dict[str, Any] = {"version": CHECKPOINT_VERSION, "files": {k: v.as_dict() for k, v in files.items()}}
+        if endpoints:
+            payload["endpoints"] = endpoints
         write_atomically(self.path, json.dumps(payload).encode())
 
 
@@ -125,12 +141,19 @@ class EventFileSource(Source):
         for follower in self._followers:
             follower.stop()
 
-    async def commit(self, position: Any) -> None:
+    async def commit(self, position: Any, endpoints: dict[str, Any] | None = None) -> None:
         """`position` is {file key: FilePosition dict} of files advanced by acknowledged batches."""
         for key, value in position.items():
             self.positions[key] = FilePosition.from_dict(value)
         if self.store is not None:
-            await asyncio.to_thread(self.store.save, dict(self.positions))
+            await asyncio.to_thread(self.store.save, dict(self.positions), endpoints)
+
+    def endpoint_marks(self) -> dict[str, Any]:
+        return self.store.load_endpoints() if self.store is not None else {}
+
+    async def commit_start(self, endpoints: dict[str, Any]) -> None:
+        if self.store is not None and endpoints and not self.store.exists():
+            await asyncio.to_thread(self.store.save, {}, endpoints)
 
     def _decode_chunk(self, path: Path, chunk: Chunk) -> list[Event]:
         events: list[Event] = []

@@ -1,0 +1,169 @@
+"""Retrying a database batch through the faults that concurrency and networks cause.
+
+Many writers share one Stampede database (one streamer per workflow, many
+submit hosts). Their transactions can meet in ways that are nobody's fault
+and go away on a second try:
+
+- **deadlock** (PostgreSQL `40P01`): two transactions waited on each other;
+  the server aborted one of them;
+- **serialization failure** (`40001`);
+- **lock timeout** (PostgreSQL `55P03`, SQLite `database is locked` /
+  `database table is locked` after its busy timeout);
+- **dropped connection** (server restart, `pg_terminate_backend`, network).
+
+A batch is one transaction, so a failed attempt left nothing behind and
+writing the batch again is safe (the loader's inserts are idempotent on
+natural keys, so even a COMMIT whose acknowledgement was lost is harmless).
+`retrying()` is the one place that decides: it runs an attempt, and on a
+`TransientError` waits (exponential back-off with full jitter, so writers that
+collided do not collide again in step) and runs it again, for up to
+`retry_for` seconds. A fault is reported (a warning naming the endpoint) only
+once it has persisted `quiet_for` seconds; one that outlives `retry_for`
+fails the endpoint with a message saying what kept failing and for how long.
+
+The endpoints translate their driver's exceptions with `postgres_fault` /
+`sqlite_fault` and raise `TransientError`; everything else is a real error
+and is not retried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable
+
+from ..urls import mask
+from .base import EndpointError
+
+log = logging.getLogger("streamer.endpoints.db")
+
+DEADLOCK = "deadlock"
+SERIALIZATION = "serialization failure"
+LOCK_TIMEOUT = "lock timeout"
+CONNECTION = "connection lost"
+
+
+class TransientError(Exception):
+    """An attempt failed for a reason a retry can cure (`kind` says which)."""
+
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(f"{kind}: {detail}")
+        self.kind = kind
+        self.detail = detail
+
+
+_PG_STATES = {"40P01": DEADLOCK, "40001": SERIALIZATION, "55P03": LOCK_TIMEOUT}
+
+
+def postgres_fault(exc: BaseException, connection_errors: tuple[type[BaseException], ...]) -> str | None:
+    """The transient kind of an asyncpg exception, or None when it is a real error."""
+    state = getattr(exc, "sqlstate", None)
+    if state in _PG_STATES:
+        return _PG_STATES[state]
+    if isinstance(exc, connection_errors):
+        return CONNECTION
+    if isinstance(state, str) and state[:2] in ("08", "57"):  # connection exception, operator intervention
+        return CONNECTION
+    return None
+
+
+def sqlite_fault(exc: BaseException) -> str | None:
+    """`database is locked` (busy timeout spent) and `database table is locked` are transient."""
+    if isinstance(exc, sqlite3.OperationalError):
+        text = str(exc).lower()
+        if "locked" in text or "busy" in text:
+            return LOCK_TIMEOUT
+    return None
+
+
+@dataclass
+class RetryStats:
+    """Retries per kind of fault (printed in summaries, asserted by tests)."""
+
+    by_kind: dict[str, int] = field(default_factory=dict)
+
+    def add(self, kind: str) -> None:
+        self.by_kind[kind] = self.by_kind.get(kind, 0) + 1
+
+    @property
+    def total(self) -> int:
+        return sum(self.by_kind.values())
+
+
+@dataclass
+class RetryPolicy:
+    retry_for: float = 300.0
+    """Seconds a fault may persist before the endpoint fails."""
+    first_delay: float = 0.02
+    max_delay: float = 5.0
+    quiet_for: float = 5.0
+    """Seconds a fault may persist before it is reported (a deadlock cured by one retry is not news)."""
+
+    def delay(self, attempt: int) -> float:
+        """Full jitter: uniform in [0, min(cap, first * 2**attempt)]."""
+        return random.uniform(0, min(self.max_delay, self.first_delay * (2 ** min(attempt, 20))))
+
+
+async def retrying(name: str, what: str, attempt: Callable[[], Awaitable[Any]], policy: RetryPolicy,
+                   stats: RetryStats | None = None,
+                   between: Callable[[str], Awaitable[None]] | None = None) -> Any:
+    """Run `attempt()` until it succeeds, retrying `TransientError` for `policy.retry_for` seconds.
+
+    `between(kind)` runs before each new attempt (e.g. reconnect after a lost
+    connection); a `TransientError` it raises counts like the attempt's.
+    """
+    started = time.monotonic()
+    tries = 0
+    reported = False
+    kind: str | None = None
+    while True:
+        try:
+            if kind is not None and between is not None:
+                await between(kind)
+            return await attempt()
+        except TransientError as exc:
+            kind = exc.kind
+            tries += 1
+            if stats is not None:
+                stats.add(exc.kind)
+            elapsed = time.monotonic() - started
+            if elapsed >= policy.retry_for:
+                raise EndpointError(
+                    f"{name}: {what} failed: {exc.kind} persisted for {elapsed:.0f} s over {tries} attempts "
+                    f"(retry_for={policy.retry_for:g}): {mask(exc.detail)}") from None
+            if elapsed >= policy.quiet_for and not reported:
+                reported = True
+                log.warning("%s: %s still failing after %.0f s (%s: %s); retrying for up to %.0f s more",
+                            name, what, elapsed, exc.kind, mask(exc.detail), policy.retry_for - elapsed)
+            else:
+                log.debug("%s: %s: %s (%s), retry %d", name, what, exc.kind, mask(exc.detail), tries)
+            await asyncio.sleep(policy.delay(tries))
+
+
+def retrying_sync(name: str, what: str, attempt: Callable[[], Any], policy: RetryPolicy,
+                  stats: RetryStats | None = None) -> Any:
+    """`retrying` for code running in a worker thread (SQLite)."""
+    started = time.monotonic()
+    tries = 0
+    reported = False
+    while True:
+        try:
+            return attempt()
+        except TransientError as exc:
+            tries += 1
+            if stats is not None:
+                stats.add(exc.kind)
+            elapsed = time.monotonic() - started
+            if elapsed >= policy.retry_for:
+                raise EndpointError(
+                    f"{name}: {what} failed: {exc.kind} persisted for {elapsed:.0f} s over {tries} attempts "
+                    f"(retry_for={policy.retry_for:g}): {exc.detail}") from None
+            if elapsed >= policy.quiet_for and not reported:
+                reported = True
+                log.warning("%s: %s still failing after %.0f s (%s: %s); retrying for up to %.0f s more",
+                            name, what, elapsed, exc.kind, exc.detail, policy.retry_for - elapsed)
+            time.sleep(policy.delay(tries))
