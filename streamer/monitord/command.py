@@ -256,7 +256,8 @@ async def run_plan(plan: Plan) -> int:
     if plan.master_url:
         from .dashboard import dashboard_endpoint
 
-        dashboard = dashboard_endpoint(plan.master_url, replay=opts.replay)
+        dashboard = dashboard_endpoint(plan.master_url, replay=opts.replay,
+                                       db_url=plan.endpoints[0].url if plan.endpoints else None)
         if dashboard is not None:
             extra.append(dashboard)
     for spec in plan.endpoints:

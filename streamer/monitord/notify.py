@@ -18,8 +18,10 @@ Which events end what (as monitord):
 - workflow: `xwf.start` (start), `xwf.end` (end; its status is DAGMan's exit code);
 - job: `job_inst.main.start` (start: DAGMan's EXECUTE); the end is `job_inst.post.end`
   for a job with a POST script in the .dag, else `job_inst.main.end`; the status
-  of a failure is the kickstart record's exit code when the job had exactly one
-  record, else the POST script's (or DAGMan's) exit code; a success is `0`;
+  of a failure is the POST script's (or, without one, DAGMan's) exit code, a
+  success is `0` (monitord 5.1.3 means to prefer the kickstart record's exit
+  code but never finds it in a record); stdout/stderr are the rotated
+  `<file>.NNN` of that attempt;
 - invocation: `inv.end` of task N (N >= 1), status = the record's exit code.
 """
 
@@ -161,10 +163,10 @@ class _Workflow:
 
 @dataclass
 class _Instance:
+    attempt: int = 0
     kickstart: list[int] = field(default_factory=list)
     held: list[tuple[int, float, dict[str, list[str]]]] = field(default_factory=list)
-    stdout: str | None = None
-    stderr: str | None = None
+    files: dict[str, str] = field(default_factory=dict)
 
 
 def _end_matches(condition: str, ok: bool) -> str | None:
@@ -187,6 +189,7 @@ class Matcher:
         self.root_dagman_out = root_dagman_out
         self.workflows: dict[str, _Workflow | None] = {}
         self.instances: dict[tuple[str, int], _Instance] = {}
+        self.attempts: dict[tuple[str, str], int] = {}
         self._dirs: dict[str, str] | None = None
 
     # ------------------------------------------------------------ workflows
@@ -287,7 +290,10 @@ class Matcher:
         key = (wf.uuid, int(event.fields.get("job_inst.id") or 0))
         instance = self.instances.get(key)
         if instance is None:
-            instance = self.instances[key] = _Instance()
+            job = (wf.uuid, str(event.fields.get("job.id")))
+            attempt = self.attempts.get(job, 0)
+            self.attempts[job] = attempt + 1
+            instance = self.instances[key] = _Instance(attempt=attempt)
         return instance
 
     def _files(self, wf: _Workflow, event: Event) -> dict[str, str]:
@@ -296,6 +302,18 @@ class Matcher:
             value = event.fields.get(field_name)
             if isinstance(value, str):
                 extra[key] = os.path.join(wf.submit_dir, value)
+        return extra
+
+    def _rotated(self, wf: _Workflow, event: Event, instance: _Instance) -> dict[str, str]:
+        """stdout/stderr of an ended attempt: `<file>.NNN` (the name main.end gives, or its own numbering)."""
+        extra = {}
+        for field_name, key in (("stdout.file", "PEGASUS_STDOUT"), ("stderr.file", "PEGASUS_STDERR")):
+            value = event.fields.get(field_name)
+            if not isinstance(value, str):
+                continue
+            if not re.search(r"\.\d{3}$", value):
+                value = f"{value}.{instance.attempt:03d}"
+            extra[key] = os.path.join(wf.submit_dir, value)
         return extra
 
     def _main_start(self, wf: _Workflow, event: Event) -> list[Notification]:
@@ -338,7 +356,8 @@ class Matcher:
                 elif (event_name := _end_matches(condition, ok)) is not None:
                     fire.append((condition, event_name))
             for condition, event_name in fire:
-                extra = {"PEGASUS_JOBID": str(job), "PEGASUS_INVID": str(task), **self._files(wf, event)}
+                extra = {"PEGASUS_JOBID": str(job), "PEGASUS_INVID": str(task),
+                         **self._rotated(wf, event, instance)}
                 if CANONICAL[condition.lower()] != "start":
                     extra["PEGASUS_STATUS"] = str(raw_to_regular(raw))
                 out += self._out(wf, {condition: actions[condition]}, [(condition, event_name)], extra, ts)
@@ -347,28 +366,21 @@ class Matcher:
 
     def _main_end(self, wf: _Workflow, event: Event) -> list[Notification]:
         instance = self._instance(wf, event)
-        instance.stdout, instance.stderr = event.fields.get("stdout.file"), event.fields.get("stderr.file")
+        instance.files = self._rotated(wf, event, instance)
         out = self._invocations(wf, event, instance)
         job = event.fields.get("job.id")
         if job in wf.posts:
             return out  # its end is the POST script's
         self.instances.pop((wf.uuid, int(event.fields.get("job_inst.id") or 0)), None)
         ok = event.fields.get("status") == 0
-        code = 0 if ok else (raw_to_regular(instance.kickstart[0]) if len(instance.kickstart) == 1
-                             else raw_to_regular(event.fields.get("exitcode")))
-        return out + self._job_end(wf, event, ok, code, self._files(wf, event))
+        code = 0 if ok else raw_to_regular(event.fields.get("exitcode"))
+        return out + self._job_end(wf, event, ok, code, instance.files)
 
     def _post_end(self, wf: _Workflow, event: Event) -> list[Notification]:
-        instance = self.instances.pop((wf.uuid, int(event.fields.get("job_inst.id") or 0)), _Instance())
+        instance = self.instances.pop((wf.uuid, int(event.fields.get("job_inst.id") or 0)), None)
         ok = event.fields.get("status") == 0
-        code = 0 if ok else (raw_to_regular(instance.kickstart[0]) if len(instance.kickstart) == 1
-                             else raw_to_regular(event.fields.get("exitcode")))
-        files = {}
-        if instance.stdout:
-            files["PEGASUS_STDOUT"] = os.path.join(wf.submit_dir, instance.stdout)
-        if instance.stderr:
-            files["PEGASUS_STDERR"] = os.path.join(wf.submit_dir, instance.stderr)
-        return self._job_end(wf, event, ok, code, files)
+        code = 0 if ok else raw_to_regular(event.fields.get("exitcode"))
+        return self._job_end(wf, event, ok, code, instance.files if instance else {})
 
     def _job_end(self, wf: _Workflow, event: Event, ok: bool, code: Any, files: dict[str, str]) -> list[Notification]:
         job = event.fields.get("job.id")
