@@ -132,10 +132,8 @@ def candidates(conf: str | None, submit_dir: Path, braindump: dict[str, str], ho
         found.append(Path(conf))
     name = braindump.get("properties")
     if name:
-        base = braindump.get("submit_dir") or str(submit_dir)
-        found.append(Path(base) / name)
-        # a moved submit dir (or a synthetic one) still has its properties file next to the braindump
-        found.append(submit_dir / Path(name).name)
+        # relative to the braindump's submit_dir, as monitord joins it (a moved submit dir loses it there too)
+        found.append(Path(braindump.get("submit_dir") or str(submit_dir)) / name)
     if home:
         found.append(Path(home) / ".pegasusrc")
         found.append(Path(home) / ".pegasus" / "pegasus.conf")
