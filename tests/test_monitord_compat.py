@@ -169,8 +169,20 @@ def test_streamer_monitord_matches_pegasus_monitord(monitord: list[str], vhost: 
         assert _without_monitord_lines(our_log.read_text()) == _without_monitord_lines(ref_log.read_text())
 
     # the Stampede DB and the master (dashboard) DB
-    diff = compare(stampede_rows(next(our_dir.glob("*.stampede.db")), our_dir, ours=True),
-                   stampede_rows(next(ref_dir.glob("*.stampede.db")), ref_dir, ours=False))
+    our_rows = stampede_rows(next(our_dir.glob("*.stampede.db")), our_dir, ours=True)
+    ref_rows = stampede_rows(next(ref_dir.glob("*.stampede.db")), ref_dir, ours=False)
+    diff = compare(our_rows, ref_rows)
+    if scenario == "hierarchical":
+        # pegasus-monitord 5.1.3 (-N and -r alike) leaves most job_instance rows of a hierarchical run half-written:
+        # the instance is inserted, its end never updates it (no host, duration, exit code, stdout). Where monitord
+        # is wrong, the rows must still be the same instances (workflow, job, submit seq, condor id, site), and ours
+        # complete.
+        assert set(diff) == {"job_instance"}, format_diff(diff)
+        extra, missing = diff.pop("job_instance")
+        assert all(row[3] is None for row in missing), missing  # never linked to its host
+        assert sorted(r[:3] + r[4:6] for r in extra if r[11] is None) == \
+            sorted(r[:3] + r[4:6] for r in missing if r[11] is None)
+        assert all(row[10] is not None and row[12] for row in extra), extra  # local_duration, stdout_file
     assert diff == {}, format_diff(diff)
     assert master_rows(our_home, our_dir) == master_rows(ref_home, ref_dir)
     assert master_rows(our_home, our_dir)[1], "no master workflow states"

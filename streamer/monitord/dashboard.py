@@ -1,6 +1,6 @@
 """The master workflow (dashboard) database: what pegasus-dashboard lists.
 
-Like monitord, every workflow the monitor sees (root and sub-workflows) gets a
+Like monitord, the root workflow (not its sub-workflows) gets a
 `master_workflow` row (from `wf.plan`, with `db_url` = its Stampede database)
 and a `master_workflowstate` row for each `xwf.start` / `xwf.end`
 (WORKFLOW_STARTED / WORKFLOW_TERMINATED). A replay first deletes the earlier
@@ -100,8 +100,8 @@ class DashboardEndpoint(Endpoint):
         ops = []
         for event in batch:
             uuid = event.fields.get("xwf.id")
-            if not isinstance(uuid, str):
-                continue
+            if not isinstance(uuid, str) or event.fields.get("root.xwf.id", uuid) != uuid:
+                continue  # sub-workflows are not registered (as monitord)
             if event.name == "stampede.wf.plan":
                 expunge = self.replay and uuid not in self._expunged
                 self._expunged.add(uuid)
