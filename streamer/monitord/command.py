@@ -42,6 +42,7 @@ class Plan:
     notifications_timeout: int = 0
     master_url: str | None = None
     bindir: str | None = None
+    no_events: bool = False
 
 
 # ---------------------------------------------------------------- logging
@@ -104,22 +105,24 @@ def make_plan(argv: list[str], *, home: str | None = None) -> Plan | int:
     if added and added.strip():
         opts = options.parse(argv + added.split())
     plan = Plan(opts=opts, dagman_out=dagman_out, run_dir=run_dir, props=props, bindir=params.get("bindir"))
+    plan.no_events = plan_no_events(plan)
     _endpoints(plan, params)
     _notifications(plan)
-    if not plan_no_events(plan):
+    if not plan.no_events:
         plan.master_url = properties.master_url(props, home)
     return plan
 
 
 def plan_no_events(plan: Plan) -> bool:
-    return plan.opts.no_events or not plan.props.boolean("pegasus.monitord.events", True)
+    return plan.opts.no_events or not _lenient(plan, lambda: plan.props.boolean("pegasus.monitord.events", True),
+                                               True)
 
 
 def _endpoints(plan: Plan, params: dict[str, str]) -> None:
     opts, props = plan.opts, plan.props
     if opts.dest is not None and opts.no_events:
         plan.opts.ignored.append("--dest and --no-events conflict (monitord refuses both): --no-events wins")
-    if plan_no_events(plan):
+    if plan.no_events:
         return
     dag = params.get("dag") or plan.dagman_out.name[: -len(".dagman.out")]
     base = os.path.splitext(os.path.basename(dag))[0]
@@ -128,22 +131,31 @@ def _endpoints(plan: Plan, params: dict[str, str]) -> None:
     main = EndpointSpec(url=url)
     main.options.update(properties.timeout_options(props, None, url.split(":", 1)[0].lower()))
     plan.endpoints = [main] + properties.extra_endpoints(props)
-    encoding = opts.encoding or properties.encoding(props)
+    encoding = opts.encoding or _lenient(plan, lambda: properties.encoding(props), None)
     for spec in plan.endpoints:
         if encoding and spec.url.startswith("file:") and "encoding=" not in spec.url:
             spec.options.setdefault("encoding", encoding)
 
 
+def _lenient(plan: Plan, read: Any, default: Any) -> Any:
+    """A property value, or `default` with a log line naming FILE:LINE when it is malformed."""
+    try:
+        return read()
+    except ConfigError as exc:
+        plan.opts.ignored.append(f"{exc}; using the default")
+        return default
+
+
 def _notifications(plan: Plan) -> None:
     opts, props = plan.opts, plan.props
     maximum = opts.notifications_max if opts.notifications_max is not None else \
-        props.integer("pegasus.monitord.notifications.max")
+        _lenient(plan, lambda: props.integer("pegasus.monitord.notifications.max"), None)
     timeout = opts.notifications_timeout if opts.notifications_timeout is not None else \
-        props.integer("pegasus.monitord.notifications.timeout")
+        _lenient(plan, lambda: props.integer("pegasus.monitord.notifications.timeout"), None)
     plan.notifications_max = 10 if maximum is None else maximum
     plan.notifications_timeout = timeout or 0
-    plan.notifications = (opts.notifications and not opts.replay and plan.notifications_max > 0
-                          and props.boolean("pegasus.monitord.notifications", True))
+    enabled = _lenient(plan, lambda: props.boolean("pegasus.monitord.notifications", True), True)
+    plan.notifications = opts.notifications and not opts.replay and plan.notifications_max > 0 and enabled
 
 
 # ---------------------------------------------------------------- run

@@ -18,9 +18,6 @@ from pathlib import Path
 from ..config import ConfigError, EndpointSpec, normalise_url
 from ..urls import mask
 
-AMQP_DEFAULT_EVENTS = ("stampede.job_inst.tag,stampede.job_inst.composite,stampede.inv.end,stampede.wf.plan")
-"""What monitord sends to an AMQP endpoint whose `.events` property is not set."""
-
 _WORKFLOW_URL = re.compile(r"^pegasus\.catalog\.workflow\.([^.]+)\.url$")
 _TRUE = ("true", "yes", "on", "1")
 _FALSE = ("false", "no", "off", "0")
@@ -186,10 +183,18 @@ def timeout_options(props: Properties, name: str | None, scheme: str) -> dict[st
 
 
 def _check_url(props: Properties, key: str, url: str) -> str:
+    from ..endpoints import REGISTRY
+
     try:
-        return normalise_url(url)
+        url = normalise_url(url)
     except ValueError as exc:
         raise ConfigError(f"{props.where(key)}: {key}: {mask(str(exc))}") from None
+    scheme = url.split(":", 1)[0].lower()
+    if scheme not in REGISTRY:
+        known = ", ".join(sorted(s for s in REGISTRY if s != "term"))
+        raise ConfigError(f"{props.where(key)}: {key}: unknown endpoint scheme {scheme!r} in {mask(url)} "
+                          f"(known: {known})")
+    return url
 
 
 def workflow_url(props: Properties, default: str) -> str:
@@ -212,9 +217,8 @@ def extra_endpoints(props: Properties) -> list[EndpointSpec]:
         name = match.group(1)
         url = _check_url(props, key, value)
         scheme = url.split(":", 1)[0].lower()
+        # without .events an AMQP endpoint sends monitord's default four events (its own default filter)
         events = props.get(f"pegasus.catalog.workflow.{name}.events")
-        if not events and scheme in ("amqp", "amqps"):
-            events = AMQP_DEFAULT_EVENTS
         spec = EndpointSpec(url=url, events=events or None)
         spec.options.update(timeout_options(props, name, scheme))
         specs.append(spec)
