@@ -127,6 +127,7 @@ def match_messages(ours: list[dict[str, Any]], reference: list[dict[str, Any]]) 
 
 
 @pytest.mark.rabbitmq
+@pytest.mark.timeout(600)
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_streamer_monitord_matches_pegasus_monitord(monitord: list[str], vhost: str, tmp_path: Path,
                                                     scenario: str) -> None:
