@@ -250,3 +250,54 @@ def test_recorder_records(tmp_path: Path) -> None:
     subprocess.run([str(recorder), "a b", "c"], env={**os.environ, "PEGASUS_EVENT": "start"}, check=True)
     (record,) = [json.loads(p.read_text()) for p in (tmp_path / "calls").glob("*.json")]
     assert record["argv"] == ["a b", "c"] and record["env"]["PEGASUS_EVENT"] == "start"
+
+
+# ---------------------------------------------------------------- master DB in PostgreSQL
+
+def test_master_db_in_postgresql(tmp_path: Path, postgres_dsn: str) -> None:
+    """`pegasus.catalog.master.url = postgresql://...`: registered, and registered once again after a replay."""
+    import asyncio
+    import uuid
+
+    import asyncpg
+
+    name = f"streamer_test_{uuid.uuid4().hex[:12]}"
+    url = postgres_dsn.rsplit("/", 1)[0] + f"/{name}"
+
+    async def admin(sql: str) -> None:
+        conn = await asyncpg.connect(postgres_dsn)
+        try:
+            await conn.execute(sql)
+        finally:
+            await conn.close()
+
+    async def rows() -> tuple[list, list]:
+        conn = await asyncpg.connect(url)
+        try:
+            workflows = [tuple(r) for r in await conn.fetch(
+                "SELECT wf_uuid, dax_label, timestamp, submit_dir, db_url, archived FROM master_workflow")]
+            states = [tuple(r) for r in await conn.fetch(
+                "SELECT w.wf_uuid, s.state, s.timestamp, s.restart_count, s.status FROM master_workflowstate s "
+                "JOIN master_workflow w ON w.wf_id = s.wf_id ORDER BY s.timestamp")]
+            return workflows, states
+        finally:
+            await conn.close()
+
+    asyncio.run(admin(f"CREATE DATABASE {name}"))
+    try:
+        run_dir = _workflow(tmp_path, "post_failure")
+        home = tmp_path / "home"
+        home.mkdir()
+        for _ in range(2):
+            result = run_monitord([f"-Dpegasus.catalog.master.url={url}", "-r", "synth-0.dag.dagman.out"], run_dir,
+                                  home)
+            assert result.returncode == 0, result.stderr
+            workflows, states = asyncio.run(rows())
+            uuid_ = workflows[0][0]
+            assert [w[1:] for w in workflows] == [
+                ("synth", 1699999990, "/home/synth/submit/synth/pegasus/synth/run0001",
+                 f"sqlite:///{run_dir}/synth-0.stampede.db", False)]
+            assert states == [(uuid_, "WORKFLOW_STARTED", 1700000000, 0, None),
+                              (uuid_, "WORKFLOW_TERMINATED", states[1][2], 0, 1)]
+    finally:
+        asyncio.run(admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
