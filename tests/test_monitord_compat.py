@@ -1,7 +1,8 @@
 """`streamer monitord -N` against the real `pegasus-monitord -N` (pegasus-wms 5.1.3, a test dependency).
 
 Identical copies of synthetic workflows (success, retry, held, post-script failure with a failed
-workflow, two-level hierarchical) whose notify files call a recorder script (one JSON file per call:
+workflow, two-level hierarchical, a clustered job with three tasks) whose notify files (WORKFLOW, JOB and
+INVOCATION lines) call a recorder script (one JSON file per call:
 argv, cwd, every PEGASUS_* variable), each monitor with its own HOME whose ~/.pegasusrc names an AMQP
 endpoint (`pegasus.catalog.workflow.amqp.url`, on a vhost of its own: monitord 5.1.3 cannot address
 RabbitMQ's default vhost "/"). Equal: the notifications (times aside), the master DB rows, the
@@ -33,7 +34,7 @@ from streamer.synth.notify import write_notify, write_recorder
 from test_monitor_golden import _without_monitord_lines
 from test_replay_db import without_total_memory
 
-SCENARIOS = ("success", "retry", "held", "post_failure", "hierarchical")
+SCENARIOS = ("success", "retry", "held", "post_failure", "hierarchical", "clustered")
 TIMES = ("PEGASUS_EVENT_TIMESTAMP", "PEGASUS_EVENT_TIMESTAMP_ISO")
 
 
@@ -104,7 +105,7 @@ def master_rows(home: Path, root: Path) -> tuple[list[tuple[Any, ...]], list[tup
 def prepare(base: Path, name: str, scenario: str, amqp: str) -> tuple[Path, Path, Path]:
     run_dir = generate(base / name, jobs=3, scenario=scenario, seed=0)
     recorder = write_recorder(base / f"recorder-{name}", base / f"calls-{name}", sys.executable)
-    write_notify(run_dir, str(recorder))
+    write_notify(run_dir, str(recorder), invocations=3)  # INVOCATION lines too: tasks 1-3 of every job
     home = base / f"home-{name}"
     home.mkdir()
     (home / ".pegasusrc").write_text(f"pegasus.catalog.workflow.amqp.url = {amqp}\n")

@@ -53,25 +53,32 @@ def workflow_dirs(run_dir: str | Path) -> list[Path]:
     return found
 
 
-def notify_text(run_dir: Path, action: str, conditions: tuple[str, ...], jobs: bool = True) -> str:
+def notify_text(run_dir: Path, action: str, conditions: tuple[str, ...], jobs: bool = True,
+                invocations: int = 0) -> str:
+    """WORKFLOW lines, JOB lines for every job of the .dag, and INVOCATION lines for its tasks 1..`invocations`."""
     params = braindump.load(run_dir)
     lines = [f"WORKFLOW {params['wf_uuid']} {c} {action} workflow {c}" for c in conditions]
-    if jobs:
-        dag = (run_dir / params["dag"]).read_text()
-        for line in dag.splitlines():
-            match = _JOB.match(line)
-            if match:
-                lines += [f"JOB {match.group(1)} {c} {action} {match.group(1)} {c}" for c in conditions]
+    dag = (run_dir / params["dag"]).read_text()
+    for line in dag.splitlines():
+        match = _JOB.match(line)
+        if not match:
+            continue
+        job = match.group(1)
+        if jobs:
+            lines += [f"JOB {job} {c} {action} {job} {c}" for c in conditions]
+        for task in range(1, invocations + 1):
+            lines += [f"INVOCATION {job} {task} {c} {action} {job} task{task} {c}" for c in conditions]
     return "\n".join(lines) + "\n"
 
 
-def write_notify(run_dir: str | Path, action: str, *, spelling: str = "monitord", jobs: bool = True) -> list[Path]:
+def write_notify(run_dir: str | Path, action: str, *, spelling: str = "monitord", jobs: bool = True,
+                 invocations: int = 0) -> list[Path]:
     """Fill the notify files of `run_dir`'s workflow and sub-workflows; returns the files written."""
     conditions = PLANNER if spelling == "planner" else MONITORD
     written = []
     for directory in workflow_dirs(run_dir):
         params = braindump.load(directory)
         target = directory / (params.get("notify") or f"{Path(params['dag']).stem}.notify")
-        target.write_text(notify_text(directory, action, conditions, jobs))
+        target.write_text(notify_text(directory, action, conditions, jobs, invocations))
         written.append(target)
     return written
