@@ -3,6 +3,7 @@ signals, SIGTERM and resume, a hanging notification script, DAGMan dying without
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import json
 import os
@@ -15,6 +16,10 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
+from amqphelp import Capture, Forwarder, unique
+from conftest import AMQP_PORT
 from dbcompare import compare, format_diff, sqlite_snapshot
 from streamer.monitord.launcher import install
 from streamer.synth import generate
@@ -244,3 +249,58 @@ def test_dagman_gone_without_exit_line(tmp_path: Path) -> None:
     assert db.execute("SELECT COUNT(*) FROM job_instance").fetchone()[0] == 6  # everything DAGMan wrote
     assert not (run_dir / "monitord.done").exists() and not (run_dir / "monitord.pid").exists()
     shutil.rmtree(run_dir)
+
+
+@pytest.mark.rabbitmq
+async def test_signals_do_not_cut_the_amqp_spool_flush(tmp_path: Path, amqp_url: str) -> None:
+    """The broker is unreachable while the workflow is read (events go to the AMQP spool); pegasus-dagman's
+    repeated signals arrive; once the broker is back every event is delivered before the monitor exits."""
+    forwarder = Forwarder()
+    port = await forwarder.start()
+    exchange = unique("streamer-monitord-spool")
+    home = tmp_path / "home"
+    home.mkdir()
+    via = amqp_url.replace(f":{AMQP_PORT}/", f":{port}/")
+    (home / ".pegasusrc").write_text(f"pegasus.catalog.workflow.amqp.url = {via}/{exchange}?retry_max=1\n"
+                                     "pegasus.catalog.workflow.amqp.events = *\n")
+    run_dir = generate(tmp_path / "run", jobs=2, scenario="retry", seed=0)
+    text = re.sub(r"\*\* PID = \d+", f"** PID = {os.getpid()}", (run_dir / DAGMAN).read_text())
+    (run_dir / DAGMAN).write_text(text)
+    expected = tmp_path / "expected.jsonl"
+    copy = tmp_path / "copy"
+    shutil.copytree(run_dir, copy, symlinks=True)
+    replay = subprocess.run([sys.executable, "-m", "streamer", "replay", str(copy), "-q", "--dest",
+                             f"file://{expected}"], env={**os.environ, "TZ": "UTC"}, capture_output=True, text=True)
+    assert replay.returncode == 0, replay.stderr
+    ids = {json.loads(line)["event_id"] for line in expected.read_text().splitlines()}
+    async with Capture(amqp_url, exchange) as capture:
+        await capture.start()
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "streamer", "monitord", "-N", DAGMAN, cwd=run_dir,
+            env={**os.environ, "HOME": str(home), "TZ": "UTC", "PYTHONPATH": str(ROOT)})
+        try:
+            deadline = time.monotonic() + 60
+            while "broker unavailable" not in _log(run_dir):  # the events are going to the spool
+                assert time.monotonic() < deadline, _log(run_dir)
+                await asyncio.sleep(0.2)
+            for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGINT, signal.SIGUSR2):
+                proc.send_signal(signum)  # pegasus-remove: SIGINT every 15 s after 200 s
+                await asyncio.sleep(0.5)
+            assert proc.returncode is None, "a signal cut the flush of the spool short"
+            forwarder.up = True
+            assert await asyncio.wait_for(proc.wait(), 120) == 1  # stopped by a signal (monitord's code)
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+            await forwarder.close()
+        messages = await capture.wait_for(len(ids), timeout=30)
+    assert {m.message_id for m in messages} == ids and len(messages) == len(ids)
+    log = _log(run_dir)
+    assert "graceful exit on signal SIGTERM" in log and "already finishing" in log
+
+
+def _log(run_dir: Path) -> str:
+    try:
+        return (run_dir / "monitord.log").read_text()
+    except FileNotFoundError:
+        return ""
