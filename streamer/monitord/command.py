@@ -100,6 +100,8 @@ def make_plan(argv: list[str], *, home: str | None = None) -> Plan | int:
         sys.stderr.write(f"streamer monitord: error: {exc}\n")
         return 1
     home = home if home is not None else os.environ.get("HOME")
+    if opts.conf and not os.path.isabs(opts.conf) and not os.path.exists(opts.conf):
+        opts.conf = str(run_dir / opts.conf)  # monitord reads it after changing into the run directory
     props = properties.discover(opts.conf, run_dir, params, defines, home=home)
     added = props.get("pegasus.monitord.arguments")
     if added and added.strip():
