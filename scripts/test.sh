@@ -47,5 +47,12 @@ if ! port_open 3306; then
     wait_port 3306 60 || echo "test.sh: MariaDB did not come up" >&2
   fi
 fi
+# headless Chromium for the pegasus-dashboard test (tests/test_dashboard.py), only when missing
+if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  echo "test.sh: installing Debian chromium"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y -q chromium >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; } \
+    || echo "test.sh: could not install chromium" >&2
+fi
 
 exec .venv/bin/python -m pytest -q "$@"

@@ -156,6 +156,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_status_command(commands, HelpFormatter, _common)
 
+    # drop-in for pegasus-monitord (streamer/monitord/): parsed by its own module, see `streamer monitord -h`
+    commands.add_parser("monitord", add_help=False, help="run as pegasus-monitord (same options, properties, files)")
+    commands.add_parser("install-monitord", add_help=False,
+                        help="write a pegasus-monitord launcher into $PEGASUS_HOME/bin that starts streamer")
     demo = commands.add_parser("demo", help="replay the bundled example workflow (no servers needed)")
     demo.add_argument("--out", metavar="DIR", default="streamer-demo",
                       help="where to put the example workflow and its outputs (default: ./streamer-demo)")
@@ -353,6 +357,15 @@ async def dispatch(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "monitord":
+        from .monitord.command import main as monitord_main
+
+        return monitord_main(argv[1:])
+    if argv and argv[0] == "install-monitord":
+        from .monitord.launcher import main as install_main
+
+        return install_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if not args.command:

@@ -68,11 +68,18 @@ def build_endpoints(specs: list[EndpointSpec], defaults: dict[str, Any] | None =
 async def run_pipeline(source: Source, specs: list[EndpointSpec], *, on_error: str = "stop",
                        defaults: dict[str, Any] | None = None, progress: bool | None = None,
                        stderr: TextIO | None = None, label: str = "events",
-                       endpoints: list[Endpoint] | None = None) -> RunResult:
-    """Run `source` into the endpoints of `specs` until it ends or a signal stops it."""
+                       endpoints: list[Endpoint] | None = None,
+                       extra: list[tuple[Endpoint, EndpointSpec]] | None = None,
+                       signals: bool = True) -> RunResult:
+    """Run `source` into the endpoints of `specs` until it ends or a signal stops it.
+
+    `extra`: endpoints built by the caller (with their specs) added to those of
+    `specs`; `signals=False`: the caller handles SIGINT/SIGTERM itself.
+    """
     err = stderr or sys.stderr
     routes = []
     built = [(e, EndpointSpec(url=e.url.raw)) for e in endpoints] if endpoints else build_endpoints(specs, defaults)
+    built += extra or []
     for endpoint, spec in built:
         routes.append(make_route(endpoint, spec.events, buffer=spec.buffer, batch=spec.batch))
     saved = source.endpoint_marks()
@@ -90,7 +97,8 @@ async def run_pipeline(source: Source, specs: list[EndpointSpec], *, on_error: s
         err.write(f"\nstreamer: {signal.Signals(signum).name}: flushing buffered events, then exiting\n")
         source.stop()
 
-    install_signal_handlers(on_stop)
+    if signals:
+        install_signal_handlers(on_stop)
     started = time.monotonic()
     exit_code = 0
     try:

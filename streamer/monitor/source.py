@@ -48,6 +48,8 @@ class WorkflowSource(Source):
 
     read_size = READ_SIZE
     """Bytes read per dagman.out per step: bounds the work (and batch) of one step."""
+    poll_max = POLL_MAX
+    """Longest wait between two looks at idle logs (following)."""
 
     def __init__(self, path: str | Path, *, follow: bool = False, recursive: bool = True,
                  timezone: str | None = None, keep_alive: bool = False, write_jobstate: bool = True,
@@ -173,7 +175,7 @@ class WorkflowSource(Source):
                 if step.finished and not self.keep_alive:
                     break
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, POLL_MAX)
+                delay = min(delay * 2, self.poll_max)
         finally:
             if ahead is not None:  # the consumer stopped early: let the step in flight end cleanly
                 await asyncio.gather(ahead, return_exceptions=True)

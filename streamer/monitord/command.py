@@ -1,0 +1,348 @@
+"""`streamer monitord [OPTIONS] DAGMAN_OUT`: run as pegasus-monitord runs."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import re
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..config import ConfigError, EndpointSpec, normalise_url
+from ..runtime import MaskingFormatter, run
+from ..urls import mask
+from . import files, options, properties
+
+log = logging.getLogger("streamer.monitord")
+
+LEVELS = [logging.ERROR, logging.WARNING, logging.INFO, logging.DEBUG]
+DAGMAN_GONE = 42
+"""monitord's exit code when DAGMan died without writing its exit line."""
+WATCH_INTERVAL = 2.0
+_PID_LINE = re.compile(rb"\*\* PID = (\d+)\s*$", re.MULTILINE)
+_EXIT_LINE = re.compile(rb"EXITING WITH STATUS", re.MULTILINE)
+
+
+@dataclass
+class Plan:
+    """Everything a run needs, resolved from the options and the properties."""
+
+    opts: options.Options
+    dagman_out: Path
+    run_dir: Path
+    props: properties.Properties
+    endpoints: list[EndpointSpec] = field(default_factory=list)
+    notifications: bool = True
+    notifications_max: int = 10
+    notifications_timeout: int = 0
+    master_url: str | None = None
+    bindir: str | None = None
+    no_events: bool = False
+
+
+# ---------------------------------------------------------------- logging
+
+def setup_logging(run_dir: Path, opts: options.Options) -> None:
+    """monitord's logging: INFO by default; -v for DEBUG; monitord.log in daemon mode, the console in replay."""
+    level = logging.INFO if opts.verbose <= 0 else logging.DEBUG
+    log_path = run_dir / files.LOG_FILE
+    stream: Any = sys.stderr
+    if opts.replay:
+        files.rotate(log_path)  # as monitord -r: pegasus-statistics must not read an old log as this run's
+    elif opts.condor_daemon and not files.stderr_is(log_path):
+        files.rotate(log_path)
+        stream = open(log_path, "a", buffering=1, encoding="utf-8")
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(MaskingFormatter("%(asctime)s:%(name)s:%(levelname)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    logging.getLogger("aio_pika").setLevel(max(level, logging.WARNING))
+    logging.getLogger("aiormq").setLevel(max(level, logging.ERROR))
+
+
+def _shift_level(step: int) -> None:
+    root = logging.getLogger()
+    current = root.getEffectiveLevel()
+    index = LEVELS.index(current) if current in LEVELS else 2
+    root.setLevel(LEVELS[max(0, min(len(LEVELS) - 1, index + step))])
+    log.warning("log level now %s", logging.getLevelName(root.getEffectiveLevel()))
+
+
+# ---------------------------------------------------------------- plan
+
+def make_plan(argv: list[str], *, home: str | None = None) -> Plan | int:
+    """Options + properties -> Plan, or an exit code (usage problems print and return 1, as monitord)."""
+    defines, argv = properties.split_defines(argv)
+    opts = options.parse(argv)
+    if not opts.dagman_out:
+        options.build_parser().print_usage(sys.stderr)
+        sys.stderr.write("streamer monitord: error: the workflow's *.dagman.out is required\n")
+        return 1
+    dagman_out = Path(opts.dagman_out).absolute()
+    if not dagman_out.name.endswith(".dagman.out"):
+        sys.stderr.write(f"streamer monitord: error: {opts.dagman_out}: not a DAGMan log (*.dagman.out)\n")
+        return 1
+    run_dir = dagman_out.parent
+    if not run_dir.is_dir():
+        sys.stderr.write(f"streamer monitord: error: run directory {run_dir} does not exist\n")
+        return 1
+    from ..monitor import braindump
+
+    try:
+        params = braindump.load(run_dir)
+    except braindump.BraindumpError as exc:
+        sys.stderr.write(f"streamer monitord: error: {exc}\n")
+        return 1
+    home = home if home is not None else os.environ.get("HOME")
+    if opts.conf and not os.path.isabs(opts.conf) and not os.path.exists(opts.conf):
+        opts.conf = str(run_dir / opts.conf)  # monitord reads it after changing into the run directory
+    props = properties.discover(opts.conf, run_dir, params, defines, home=home)
+    added = props.get("pegasus.monitord.arguments")
+    if added and added.strip():
+        opts = options.parse(argv + added.split())
+    plan = Plan(opts=opts, dagman_out=dagman_out, run_dir=run_dir, props=props, bindir=params.get("bindir"))
+    plan.no_events = plan_no_events(plan)
+    _endpoints(plan, params)
+    _notifications(plan)
+    if not plan.no_events:
+        plan.master_url = properties.master_url(props, home)
+    return plan
+
+
+def plan_no_events(plan: Plan) -> bool:
+    return plan.opts.no_events or not _lenient(plan, lambda: plan.props.boolean("pegasus.monitord.events", True),
+                                               True)
+
+
+def _endpoints(plan: Plan, params: dict[str, str]) -> None:
+    opts, props = plan.opts, plan.props
+    if opts.dest is not None and opts.no_events:
+        plan.opts.ignored.append("--dest and --no-events conflict (monitord refuses both): --no-events wins")
+    if plan.no_events:
+        return
+    dag = params.get("dag") or plan.dagman_out.name[: -len(".dagman.out")]
+    base = os.path.splitext(os.path.basename(dag))[0]
+    default = f"sqlite:///{plan.run_dir / base}.stampede.db"
+    url = normalise_url(opts.dest) if opts.dest else properties.workflow_url(props, default)
+    main = EndpointSpec(url=url)
+    main.options.update(properties.timeout_options(props, None, url.split(":", 1)[0].lower()))
+    plan.endpoints = [main] + properties.extra_endpoints(props)
+    encoding = opts.encoding or _lenient(plan, lambda: properties.encoding(props), None)
+    for spec in plan.endpoints:
+        if encoding and spec.url.startswith("file:") and "encoding=" not in spec.url:
+            spec.options.setdefault("encoding", encoding)
+
+
+def _lenient(plan: Plan, read: Any, default: Any) -> Any:
+    """A property value, or `default` with a log line naming FILE:LINE when it is malformed."""
+    try:
+        return read()
+    except ConfigError as exc:
+        plan.opts.ignored.append(f"{exc}; using the default")
+        return default
+
+
+def _notifications(plan: Plan) -> None:
+    opts, props = plan.opts, plan.props
+    maximum = opts.notifications_max if opts.notifications_max is not None else \
+        _lenient(plan, lambda: props.integer("pegasus.monitord.notifications.max"), None)
+    timeout = opts.notifications_timeout if opts.notifications_timeout is not None else \
+        _lenient(plan, lambda: props.integer("pegasus.monitord.notifications.timeout"), None)
+    plan.notifications_max = 10 if maximum is None else maximum
+    plan.notifications_timeout = timeout or 0
+    enabled = _lenient(plan, lambda: props.boolean("pegasus.monitord.notifications", True), True)
+    plan.notifications = opts.notifications and not opts.replay and plan.notifications_max > 0 and enabled
+
+
+# ---------------------------------------------------------------- run
+
+class Watch:
+    """Signals and DAGMan's pid while a run lasts."""
+
+    def __init__(self, source: Any, dagman_out: Path, follow: bool) -> None:
+        self.source = source
+        self.dagman_out = dagman_out
+        self.follow = follow
+        self.signal: int | None = None
+        self.dagman_gone = False
+        self._offset = 0
+        self._pid: int | None = None
+        self._exited = False
+        self._last_size = -1
+
+    def install(self) -> None:
+        loop = asyncio.get_running_loop()
+        for signum, handler in ((signal.SIGINT, self._stop), (signal.SIGTERM, self._stop),
+                                (signal.SIGHUP, self._ignore), (signal.SIGABRT, self._ignore),
+                                (signal.SIGUSR1, lambda s: _shift_level(+1)),
+                                (signal.SIGUSR2, lambda s: _shift_level(-1))):
+            loop.add_signal_handler(signum, handler, signum)
+
+    def _stop(self, signum: int) -> None:
+        name = signal.Signals(signum).name
+        if self.signal is not None:
+            log.warning("%s: already finishing (reading what DAGMan wrote, delivering it); not cut short", name)
+            return
+        self.signal = signum
+        log.warning("graceful exit on signal %s: reading to the end of what DAGMan wrote, delivering every "
+                    "event, saving the resume state", name)
+        self.finish()
+
+    def _ignore(self, signum: int) -> None:
+        log.info("ignoring signal %s", signal.Signals(signum).name)
+
+    def finish(self) -> None:
+        """Read the logs to their current end, then stop (rather than waiting for more)."""
+        self.source.follow = False
+
+    def _scan(self) -> int:
+        try:
+            with open(self.dagman_out, "rb") as handle:
+                handle.seek(self._offset)
+                data = handle.read()
+        except OSError:
+            return -1
+        cut = data.rfind(b"\n") + 1
+        data = data[:cut]
+        self._offset += cut
+        for match in _PID_LINE.finditer(data):
+            self._pid, self._exited = int(match.group(1)), False
+            data_after = data[match.end():]
+            self._exited = bool(_EXIT_LINE.search(data_after))
+        if self._pid is not None and not self._exited and _EXIT_LINE.search(data):
+            self._exited = True
+        return self._offset
+
+    async def dagman(self) -> None:
+        """Follow mode: when DAGMan's pid is gone without its exit line and the log stopped growing, finish."""
+        if not self.follow:
+            return
+        while self.source.follow:
+            await asyncio.sleep(WATCH_INTERVAL)
+            size = await asyncio.to_thread(self._scan)
+            if self._pid is None or self._exited or files.pid_alive(self._pid):
+                self._last_size = -1
+                continue
+            if size == self._last_size:
+                log.critical("DAGMan is gone! (pid %d is not running and %s has no exit line); finishing what "
+                             "it wrote", self._pid, self.dagman_out.name)
+                self.dagman_gone = True
+                self.finish()
+                return
+            self._last_size = size
+
+
+async def run_plan(plan: Plan) -> int:
+    from ..monitor import markers
+    from ..monitor.source import WorkflowSource
+    from ..pipeline import print_summary, run_pipeline
+
+    opts = plan.opts
+    out_dir = Path(opts.output_dir) if opts.output_dir else plan.run_dir
+    if opts.output_dir:
+        out_dir = out_dir if out_dir.is_absolute() else plan.run_dir / out_dir
+        out_dir.mkdir(parents=True, exist_ok=True)
+    state_path = out_dir / "streamer.state.json" if opts.output_dir else None
+    follow = not opts.replay
+    source = WorkflowSource(plan.dagman_out, follow=follow, recursive=opts.recursive,
+                            state_path=state_path)
+    source.poll_max = 0.2
+    extra = []
+    notifier = None
+    if plan.notifications:
+        from .notifier import NotificationEndpoint, bin_dir
+        from .notify import Matcher
+
+        env = {}
+        found = bin_dir(plan.bindir)
+        if found:
+            env["PEGASUS_BIN_DIR"] = found
+        notifier = NotificationEndpoint(Matcher(plan.run_dir, str(plan.dagman_out)), out_dir,
+                                        max_parallel=plan.notifications_max,
+                                        timeout=plan.notifications_timeout, extra_env=env)
+        extra.append((notifier, EndpointSpec(url=notifier.url.raw, events=notifier.default_events)))
+    if plan.master_url:
+        from .dashboard import dashboard_endpoint
+
+        dashboard = dashboard_endpoint(plan.master_url, replay=opts.replay,
+                                       db_url=plan.endpoints[0].url if plan.endpoints else None)
+        if dashboard is not None:
+            extra.append(dashboard)
+    for spec in plan.endpoints:
+        log.info("endpoint %s%s", mask(spec.url), f" [{spec.events}]" if spec.events else "")
+    if plan.notifications:
+        log.info("notifications on (at most %d at once, timeout %s)", plan.notifications_max,
+                 f"{plan.notifications_timeout} s" if plan.notifications_timeout else "none")
+    watch = Watch(source, plan.dagman_out, follow)
+    watch.install()
+    watcher = asyncio.create_task(watch.dagman())
+    started = time.time()
+    markers.write_started(plan.run_dir, started)
+    try:
+        result = await run_pipeline(source, plan.endpoints, defaults={"replay": opts.replay}, progress=False,
+                                    extra=extra, signals=False)
+    finally:
+        watcher.cancel()
+        await asyncio.gather(watcher, return_exceptions=True)
+    print_summary(result, _LogStream())
+    if result.exit_code != 0:
+        return result.exit_code
+    if watch.dagman_gone:
+        return DAGMAN_GONE
+    if watch.signal is not None:
+        return 1
+    markers.write_done(plan.run_dir, started, time.time())
+    log.info("monitord process %d exiting with 0", os.getpid())
+    return 0
+
+
+class _LogStream:
+    """print_summary's lines as log lines."""
+
+    def write(self, text: str) -> None:
+        for line in text.splitlines():
+            if line.strip():
+                log.info("%s", line.strip())
+
+
+def main(argv: list[str]) -> int:
+    try:
+        plan = make_plan(argv)
+    except ConfigError as exc:
+        sys.stderr.write(f"streamer monitord: error: {mask(str(exc))}\n")
+        return 1
+    if isinstance(plan, int):
+        return plan
+    os.chdir(plan.run_dir)
+    setup_logging(plan.run_dir, plan.opts)
+    log.info("streamer monitord starting - pid %d; properties from %s", os.getpid(),
+             ", ".join(plan.props.sources) or "nowhere")
+    for message in plan.opts.ignored:
+        log.warning("%s", message)
+    if plan.opts.jsd and plan.opts.jsd != "jobstate.log":
+        log.warning("-j/--job %s: streamer writes jobstate.log in each workflow dir; the name is ignored",
+                    plan.opts.jsd)
+    if plan.opts.condor_daemon and not plan.opts.replay:
+        try:
+            os.setpgid(0, 0)
+        except OSError:
+            pass  # HTCondor may have made us a group leader already
+    if not files.claim_pid_file(plan.run_dir, force=plan.opts.force):
+        log.critical("it appears that pegasus-monitord is still running on this workflow "
+                     "(%s names a live process)... exiting", files.PID_FILE)
+        return files.PID_IN_USE
+    try:
+        files.remove_stale_done(plan.run_dir)
+        try:
+            return run(run_plan(plan))
+        except (ConfigError, ValueError, OSError) as exc:
+            log.error("%s", mask(str(exc)))
+            return 1
+    finally:
+        files.release_pid_file(plan.run_dir)
