@@ -273,6 +273,26 @@ def run_provenance_scanner(data: bytes) -> None:
                 assert line >= 1
 
 
+# ---------------------------------------------------------------- notify files
+
+def run_notify(data: bytes) -> None:
+    """A notify file's lines: rules or FILE:LINE warnings, never an exception."""
+    from streamer.monitord import notify
+
+    lines = enumerate(text(data).splitlines(), 1)
+    rules = notify.parse_notify(lines, "fuzz.notify", None)
+    assert len(rules) >= 0
+
+
+def _notify_seeds() -> list[bytes]:
+    return [
+        b"WORKFLOW 7a53210c-eb8a-4986-8c14-80e6e523598f on_error /bin/notify -m error\n"
+        b"JOB ls_ID0000001 at_end /usr/bin/pegasus-email --to me@example.org\n"
+        b"INVOCATION ls_ID0000001 1 on_success /bin/true\nDAXJOB sub end /bin/x\n# comment\n",
+        b"JOB a never /x\nWORKFLOW x start /y\nINVOCATION j x all /z\n",
+    ]
+
+
 # ---------------------------------------------------------------- the table
 
 TARGETS: dict[str, Target] = {t.name: t for t in [
@@ -294,6 +314,7 @@ TARGETS: dict[str, Target] = {t.name: t for t in [
     Target("braindump", run_braindump, lambda: _whole("braindump.yml")),
     Target("static_bp", run_static_bp, lambda: _lines("*.static.bp")),
     Target("jobstate_line", run_jobstate_line, lambda: _lines("jobstate.log")),
+    Target("notify", run_notify, _notify_seeds),
     Target("provenance_record", run_provenance_record, _provenance_seeds),
     Target("provenance_scanner", run_provenance_scanner, lambda: [b"[" + b",\n".join(_provenance_seeds()) + b"]"]),
 ]}

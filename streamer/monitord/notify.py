@@ -32,9 +32,10 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from ..events import Event
+from ..limits import iter_lines
 from ..monitor import braindump
 from .files import isodate
 
@@ -64,15 +65,19 @@ class Rules:
 
 def read_notify(path: Path, wf_uuid: str | None) -> Rules:
     """Parse a notify file; a bad line is logged as `FILE:LINE: ...` and skipped."""
-    rules = Rules()
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        return parse_notify(iter_lines(path), path, wf_uuid)
     except FileNotFoundError:
-        return rules
+        return Rules()
     except OSError as exc:
         log.warning("%s: cannot read notify file (%s); no notifications for this workflow", path, exc)
-        return rules
-    for number, raw in enumerate(text.splitlines(), 1):
+        return Rules()
+
+
+def parse_notify(lines: Iterable[tuple[int, str]], path: Any, wf_uuid: str | None) -> Rules:
+    """Notify-file lines (number, text) -> Rules; a bad line is logged as `FILE:LINE: ...` and skipped."""
+    rules = Rules()
+    for number, raw in lines:
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
