@@ -8,7 +8,6 @@ directory, so nothing is shared with other tmux users) and read the screen with
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess

@@ -13,7 +13,6 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ..limits import MAX_LINE

@@ -21,7 +21,7 @@ from typing import Any, Callable, Generator
 
 from ..events import Event, FieldError
 from ..limits import read_bounded
-from . import braindump, jobstate, kickstart, plaindag, staticbp, submitfile
+from . import jobstate, kickstart, plaindag, staticbp, submitfile
 from .dagman import LineParser, classify
 from .job import REQUEST_KEYS, Job
 

@@ -76,16 +76,17 @@ class InputStats:
 
 
 class CheckpointStore:
-    """Atomic JSON checkpoint file: {"version": 1, "files": {path: position}}."""
+    """Atomic JSON checkpoint file: {"version": 1, "files": {path: position}, "endpoints": {marks}}."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, position_type: type[FilePosition] = FilePosition) -> None:
         self.path = Path(path)
+        self.position_type = position_type
 
     def load(self) -> dict[str, FilePosition]:
         data = self._read()
         if data is None:
             return {}
-        return {key: FilePosition.from_dict(value) for key, value in data.get("files", {}).items()}
+        return {key: self.position_type.from_dict(value) for key, value in data.get("files", {}).items()}
 
     def load_endpoints(self) -> dict[str, Any]:
         data = self._read()
@@ -116,6 +117,9 @@ class CheckpointStore:
 class EventFileSource(Source):
     """Events from one or more event files, in file order (replay) or as they grow (follow)."""
 
+    position_type: type[FilePosition] = FilePosition
+    """What a file's checkpointed position holds (a subclass may carry its reading state too)."""
+
     def __init__(self, paths: list[str | Path], *, follow: bool = False, checkpoint: str | Path | None = None,
                  strict: bool = False, poll_interval: float = 0.2,
                  report: Callable[[str], None] | None = None) -> None:
@@ -123,7 +127,7 @@ class EventFileSource(Source):
         self.follow = follow
         self.strict = strict
         self.poll_interval = poll_interval
-        self.store = CheckpointStore(checkpoint) if checkpoint else None
+        self.store = CheckpointStore(checkpoint, self.position_type) if checkpoint else None
         self.positions: dict[str, FilePosition] = self.store.load() if self.store else {}
         self.stats = InputStats()
         self.report = report or (lambda message: log.warning("%s", message))
@@ -144,7 +148,7 @@ class EventFileSource(Source):
     async def commit(self, position: Any, endpoints: dict[str, Any] | None = None) -> None:
         """`position` is {file key: FilePosition dict} of files advanced by acknowledged batches."""
         for key, value in position.items():
-            self.positions[key] = FilePosition.from_dict(value)
+            self.positions[key] = self.position_type.from_dict(value)
         if self.store is not None:
             await asyncio.to_thread(self.store.save, dict(self.positions), endpoints)
 

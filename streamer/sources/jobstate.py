@@ -55,7 +55,8 @@ class JobstateSource(Source):
         self.start: FilePosition | None = None
         self.resumed = False
         saved = self._load()
-        if saved is not None:
+        self._marks: dict[str, Any] = saved.get("endpoints") or {} if saved is not None else {}
+        if saved is not None and "position" in saved:  # not only the marks of a run that never checkpointed
             self.start = FilePosition.from_dict(saved["position"])
             self.converter.restore(saved["converter"])
             self.resumed = True
@@ -85,10 +86,22 @@ class JobstateSource(Source):
             return None  # a finished replay replays from the start, as monitord -r does
         return data
 
-    async def commit(self, position: Any) -> None:
+    async def commit(self, position: Any, endpoints: dict[str, Any] | None = None) -> None:
         if position is None or self.state_path is None:
             return
-        data = json.dumps({"version": STATE_VERSION, "kind": STATE_KIND, **position}).encode()
+        await self._save({**position, "endpoints": endpoints or {}})
+
+    def endpoint_marks(self) -> dict[str, Any]:
+        return dict(self._marks)
+
+    async def commit_start(self, endpoints: dict[str, Any]) -> None:
+        """A fresh run records its file endpoints' marks first: a crash before the first checkpoint is undone."""
+        if endpoints and self.state_path is not None and not self.resumed and not self.state_path.exists():
+            await self._save({"endpoints": endpoints})
+
+    async def _save(self, state: dict[str, Any]) -> None:
+        assert self.state_path is not None
+        data = json.dumps({"version": STATE_VERSION, "kind": STATE_KIND, **state}).encode()
         await asyncio.to_thread(write_atomically, self.state_path, data)
 
     # ------------------------------------------------------------ batches

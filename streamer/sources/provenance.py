@@ -28,7 +28,6 @@ Files that are not provenance files are read as event files, so one
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,10 +35,9 @@ from typing import Any, AsyncIterator
 
 import orjson
 
-from ..atomic import write_atomically
 from ..events import Event, chimbuko, jsonenc
 from .base import Batch
-from .eventfile import CHECKPOINT_VERSION, CheckpointStore, EventFileSource, InputError
+from .eventfile import EventFileSource, InputError
 from .follow import FileFollower, FilePosition
 
 LINES, DOCUMENTS, ARRAY, IN_ARRAY = "lines", "documents", "array", "in-array"
@@ -66,25 +64,6 @@ class RecordPosition(FilePosition):
         state = data.get("state")
         return cls(base.path, base.dev, base.ino, base.offset, base.line,
                    state if state in (LINES, DOCUMENTS, ARRAY, IN_ARRAY) else None)
-
-
-class RecordCheckpointStore(CheckpointStore):
-    """The event-file checkpoint format, positions carrying their reading state."""
-
-    def load(self) -> dict[str, FilePosition]:  # type: ignore[override]
-        try:
-            data = json.loads(self.path.read_text())
-        except FileNotFoundError:
-            return {}
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"{self.path}: unreadable checkpoint: {exc}") from None
-        if not isinstance(data, dict) or data.get("version") != CHECKPOINT_VERSION:
-            raise ValueError(f"{self.path}: not a streamer checkpoint (version {CHECKPOINT_VERSION})")
-        return {key: RecordPosition.from_dict(value) for key, value in data.get("files", {}).items()}
-
-    def save(self, files: dict[str, FilePosition]) -> None:
-        payload = {"version": CHECKPOINT_VERSION, "files": {k: v.as_dict() for k, v in files.items()}}
-        write_atomically(self.path, json.dumps(payload).encode())
 
 
 def first_line(path: Path) -> bytes | None:
@@ -218,21 +197,11 @@ def _record_end(buf: bytes, start: int) -> int | None:
 class ProvenanceSource(EventFileSource):
     """Provenance records (and, for other files, Stampede events) from files, replayed or followed."""
 
+    position_type = RecordPosition  # positions carry the record cutter's reading state
+
     def __init__(self, paths: list[str | Path], **options: Any) -> None:
-        checkpoint = options.pop("checkpoint", None)
         super().__init__(paths, **options)
-        self.store = RecordCheckpointStore(checkpoint) if checkpoint else None
-        self.positions = self.store.load() if self.store else {}
-        self._reading = {k: v.as_dict() for k, v in self.positions.items()}
         self.kinds = {self.key(p): is_provenance_file(p) for p in self.paths}
-
-    async def commit(self, position: Any) -> None:
-        import asyncio
-
-        for key, value in position.items():
-            self.positions[key] = RecordPosition.from_dict(value)
-        if self.store is not None:
-            await asyncio.to_thread(self.store.save, dict(self.positions))
 
     def _file_batches(self, path: Path) -> AsyncIterator[Batch]:
         if not self.kinds.get(self.key(path)) and not is_provenance_file(path):

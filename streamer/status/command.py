@@ -30,7 +30,7 @@ from ..urls import mask
 from .counts import document
 from .progress import SubmitDirProgress
 from .text import DagRow, View, plain_report, tracker_jobs, tracker_rows
-from .tracker import HELD, StatusTracker
+from .tracker import StatusTracker
 
 log = logging.getLogger("streamer.status")
 RESCAN_EVERY = 5
