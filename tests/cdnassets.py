@@ -64,7 +64,7 @@ def _tarball(spec: str) -> Path:
     if not path.is_file():
         folder.mkdir(parents=True, exist_ok=True)
         try:
-            done = subprocess.run(["npm", "pack", "--silent", spec], cwd=folder, capture_output=True, text=True,
+            done = subprocess.run(["npm", "pack", "--loglevel=error", spec], cwd=folder, capture_output=True, text=True,
                                   timeout=300)
         except (OSError, subprocess.TimeoutExpired) as error:
             raise Unavailable(f"npm pack {spec}: {error}") from error
