@@ -69,6 +69,7 @@ class Browser:
             *messages, pending = pending.split(b"\0")
             for message in messages:
                 self._inbox.put(json.loads(message))
+        os.close(self._read)
         self._inbox.put(None)
 
     def _send(self, method: str, params: dict, session: bool) -> int:
