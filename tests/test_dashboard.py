@@ -182,10 +182,10 @@ def test_dashboard_shows_streamer_like_monitord(chromium: str, cdn: dict[str, tu
     try:
         for name, (run_dir, home) in runs.items():
             port = free_port()
-            services[name] = (port, subprocess.Popen(
-                [sys.executable, str(server), str(port)], cwd=tmp_path, stdout=subprocess.DEVNULL,
-                stderr=open(tmp_path / f"service-{name}.log", "wb"),
-                env={**os.environ, "HOME": str(home), "FLASK_DEBUG": "0", "TZ": "UTC"}))
+            with open(tmp_path / f"service-{name}.log", "wb") as log:
+                services[name] = (port, subprocess.Popen(
+                    [sys.executable, str(server), str(port)], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=log,
+                    env={**os.environ, "HOME": str(home), "FLASK_DEBUG": "0", "TZ": "UTC"}))
         for name, (port, _proc) in services.items():
             deadline = time.monotonic() + 60
             while not fetch_ok(f"https://127.0.0.1:{port}/u/{USER}/"):
