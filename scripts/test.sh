@@ -55,4 +55,12 @@ if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 &
     || echo "test.sh: could not install chromium" >&2
 fi
 
+# npm fetches the dashboard pages' CDN files (tests/cdnassets.py) for the same test, only when missing
+if ! command -v npm >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  echo "test.sh: installing Debian npm"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y -q npm >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q npm >/dev/null; } \
+    || echo "test.sh: could not install npm" >&2
+fi
+
 exec .venv/bin/python -m pytest -q "$@"
