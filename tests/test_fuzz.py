@@ -75,6 +75,9 @@ FOUND = [  # what the fuzzers found, fixed and kept here so it stays fixed
     ("bp_split", b'v="\\\x00="'),  # an escaped NUL the compiled split took and Python refuses
     ("bp_line", b"ts=2012-03-13T12:50:26Z event=stampede.inv.start xwf.id=x job.id=j inv.id=1 job_inst.id="
                 + b"14" * 60),  # an integer beyond 64 bits, written as JSON no reader takes back
+    ("yaml_subset", b'- integrity_verification_attempts:\n  - lfn: "\ranalyze"\n    pfn: "analyze"\n'),  # YAML folds \r
+    ("yaml_subset", "- a:\n    b: \"x\u2028y\"\n".encode()),  # so are NEL, LS and PS
+    ("yaml_subset", b"- a:\n    data: |\n      [[[["),  # a block scalar ending the text without a line break
     ("bp_line", b"ts=2012-03-14T14:04:48Z event=stampede.task.edge child.task.id=ID1 [[[parent.task.id=ID2 "
                 b"xwf.id=a3927dc2-0514-4e00-8e42-27c61c867648"),  # an unknown key whose dots JSON turns into _
 ]

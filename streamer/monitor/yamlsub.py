@@ -55,6 +55,10 @@ def load(text: str, keep: Keep = True, scalar_fallback: Callable[[str], Any] | N
     `scalar_fallback` resolves the rare scalar forms the loader does not
     handle itself (PyYAML on the scalar alone); without one they raise.
     """
+    if "\r" in text or (not text.isascii() and _OTHER_BREAKS.search(text)):
+        raise Unsupported("a line break other than \\n")  # YAML folds them: PyYAML decides (found by fuzzing)
+    if text and not text.endswith("\n"):
+        raise Unsupported("no line break at the end")  # a block scalar's last line keeps none (found by fuzzing)
     if _fast is not None:  # the same walk, compiled; scalars resolved by the code below
         value = _fast.load(text, keep, _Parser("", scalar_fallback).scalar, _resolved, Unsupported)
         if value is not NotImplemented:
@@ -68,6 +72,8 @@ def load(text: str, keep: Keep = True, scalar_fallback: Callable[[str], Any] | N
     return value
 
 
+_OTHER_BREAKS = re.compile("[\x85\u2028\u2029]")
+"""Line breaks of YAML besides \\n and \\r (kickstart files are read with universal newlines)."""
 _NOT_PLAIN_KEY = frozenset("\"'#\t-") | _INDICATORS
 _MISSING = object()
 MAX_DEPTH = 200
