@@ -195,7 +195,7 @@ class Watch:
         self.finish()
 
     def _ignore(self, signum: int) -> None:
-        log.info("ignoring signal %s", signal.Signals(signum).name)
+        log.warning("ignoring signal %s", signal.Signals(signum).name)  # seen at any level SIGUSR1/2 left
 
     def finish(self) -> None:
         """Read the logs to their current end, then stop (rather than waiting for more)."""
