@@ -128,20 +128,28 @@ async def retrying(name: str, what: str, attempt: Callable[[], Awaitable[Any]], 
         except TransientError as exc:
             kind = exc.kind
             tries += 1
-            if stats is not None:
-                stats.add(exc.kind)
-            elapsed = time.monotonic() - started
-            if elapsed >= policy.retry_for:
-                raise EndpointError(
-                    f"{name}: {what} failed: {exc.kind} persisted for {elapsed:.0f} s over {tries} attempts "
-                    f"(retry_for={policy.retry_for:g}): {mask(exc.detail)}") from None
-            if elapsed >= policy.quiet_for and not reported:
-                reported = True
-                log.warning("%s: %s still failing after %.0f s (%s: %s); retrying for up to %.0f s more",
-                            name, what, elapsed, exc.kind, mask(exc.detail), policy.retry_for - elapsed)
-            else:
-                log.debug("%s: %s: %s (%s), retry %d", name, what, exc.kind, mask(exc.detail), tries)
+            reported = _failed(name, what, exc, tries, started, reported, policy, stats)
             await asyncio.sleep(policy.delay(tries))
+
+
+def _failed(name: str, what: str, exc: TransientError, tries: int, started: float, reported: bool,
+            policy: RetryPolicy, stats: RetryStats | None) -> bool:
+    """Count and report one failed attempt (once it persisted past `quiet_for`); raise past `retry_for`.
+
+    Returns whether the lasting failure has been reported."""
+    if stats is not None:
+        stats.add(exc.kind)
+    elapsed = time.monotonic() - started
+    if elapsed >= policy.retry_for:
+        raise EndpointError(
+            f"{name}: {what} failed: {exc.kind} persisted for {elapsed:.0f} s over {tries} attempts "
+            f"(retry_for={policy.retry_for:g}): {mask(exc.detail)}") from None
+    if elapsed >= policy.quiet_for and not reported:
+        log.warning("%s: %s still failing after %.0f s (%s: %s); retrying for up to %.0f s more",
+                    name, what, elapsed, exc.kind, mask(exc.detail), policy.retry_for - elapsed)
+        return True
+    log.debug("%s: %s: %s (%s), retry %d", name, what, exc.kind, mask(exc.detail), tries)
+    return reported
 
 
 def retrying_sync(name: str, what: str, attempt: Callable[[], Any], policy: RetryPolicy,
@@ -155,15 +163,5 @@ def retrying_sync(name: str, what: str, attempt: Callable[[], Any], policy: Retr
             return attempt()
         except TransientError as exc:
             tries += 1
-            if stats is not None:
-                stats.add(exc.kind)
-            elapsed = time.monotonic() - started
-            if elapsed >= policy.retry_for:
-                raise EndpointError(
-                    f"{name}: {what} failed: {exc.kind} persisted for {elapsed:.0f} s over {tries} attempts "
-                    f"(retry_for={policy.retry_for:g}): {exc.detail}") from None
-            if elapsed >= policy.quiet_for and not reported:
-                reported = True
-                log.warning("%s: %s still failing after %.0f s (%s: %s); retrying for up to %.0f s more",
-                            name, what, elapsed, exc.kind, exc.detail, policy.retry_for - elapsed)
+            reported = _failed(name, what, exc, tries, started, reported, policy, stats)
             time.sleep(policy.delay(tries))
