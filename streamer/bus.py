@@ -358,6 +358,10 @@ class Bus:
     def summary(self) -> list[tuple[str, int, BaseException | None]]:
         return [(r.name, r.stats.delivered, r.failed) for r in self.routes]
 
+    def route_stats(self) -> list[tuple[str, RouteStats]]:
+        """Each endpoint's name and counters (events delivered, batches written, seconds spent writing)."""
+        return [(r.name, r.stats) for r in self.routes]
+
 
 def make_route(endpoint: Endpoint, events: str | None = None, *, buffer: int | None = None,
                batch: int | None = None) -> Route:

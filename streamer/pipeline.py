@@ -27,6 +27,8 @@ class RunResult:
     seconds: float
     delivered: list[tuple[str, int, BaseException | None]] = field(default_factory=list)
     interrupted: int | None = None
+    stats: list[tuple[str, Any]] = field(default_factory=list)
+    """(endpoint name, `bus.RouteStats`) per endpoint."""
 
 
 class Progress:
@@ -127,7 +129,7 @@ async def run_pipeline(source: Source, specs: list[EndpointSpec], *, on_error: s
     if stopped and exit_code == 0 and not getattr(source, "follow", False):
         exit_code = 128 + stopped[0]
     return RunResult(exit_code, bus.published_events, time.monotonic() - started, bus.summary(),
-                     stopped[0] if stopped else None)
+                     stopped[0] if stopped else None, bus.route_stats())
 
 
 def print_summary(result: RunResult, stream: TextIO, *, bad_lines: int = 0) -> None:

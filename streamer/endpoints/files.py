@@ -1,6 +1,6 @@
 """`file://` endpoint: JSON lines or BP, appended, one write per batch (aiofiles).
 
-Encoding comes from `?encoding=json|bp`, else from the suffix (`.jsonl`,
+Encoding comes from `?encoding=json|bp|bson`, else from the suffix (`.jsonl`,
 `.json`, `.ndjson` -> JSON; anything else -> BP, monitord's default).
 `?fsync=true` makes every checkpoint fsync the file. `?mode=append` adds to
 the file, `?mode=truncate` starts it afresh; without `mode` a file is appended
@@ -25,7 +25,7 @@ from urllib.parse import unquote, urlsplit
 
 import aiofiles
 
-from ..events import Event, bp, jsonenc
+from ..events import Event, bp, bsonenc, jsonenc
 from ..events.event import ensure_ids
 from ..urls import EndpointURL
 from .base import Endpoint, EndpointError
@@ -50,16 +50,18 @@ def file_path(url: EndpointURL) -> Path:
 def encoding_for(path: Path, requested: str | None) -> str:
     if requested:
         value = requested.lower()
-        if value not in ("json", "bp"):
-            raise EndpointError(f"unknown encoding {requested!r} (use json or bp)")
+        if value not in ("json", "bp", "bson"):
+            raise EndpointError(f"unknown encoding {requested!r} (use json, bp or bson)")
         return value
     return "json" if path.suffix.lower() in JSON_SUFFIXES else "bp"
 
 
 def encode_batch(events: Sequence[Event], encoding: str) -> bytes:
-    """One newline-terminated record per event."""
+    """One newline-terminated record per event (BSON: documents back to back, as monitord writes them)."""
     if encoding == "json":
         return jsonenc.join(events)
+    if encoding == "bson":
+        return bsonenc.join(events)
     return bp.join(list(events))
 
 

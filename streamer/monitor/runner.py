@@ -30,6 +30,7 @@ from typing import Any
 
 import orjson
 
+from .engineopts import DEFAULT, EngineOptions
 from .tracker import Tracker
 from .workflow import type_raw
 
@@ -60,9 +61,9 @@ class MonitorCore:
 
     def __init__(self, dagman_out: str, *, recursive: bool, tz: str | None, write_jobstate: bool,
                  state: dict[str, Any] | None, read_size: int, snapshot_interval: float = SNAPSHOT_INTERVAL,
-                 raw_events: bool = False) -> None:
+                 raw_events: bool = False, engine: EngineOptions = DEFAULT) -> None:
         self.tracker = Tracker(dagman_out, recursive=recursive, tz=tz, write_jobstate=write_jobstate, state=state,
-                               raw_events=raw_events)
+                               raw_events=raw_events, engine=engine)
         self.read_size = read_size
         self.snapshot_interval = snapshot_interval
         self.last_snapshot = float("-inf")  # the first step after a (re)start is checkpointed at once

@@ -31,6 +31,7 @@ import orjson
 from ..atomic import write_atomically
 from ..sources.base import Batch, Source
 from . import braindump, plaindag
+from .engineopts import DEFAULT, EngineOptions
 from .runner import SNAPSHOT_INTERVAL, ProcessRunner, Step, ThreadRunner, make_runner
 from .tracker import READ_SIZE
 
@@ -54,8 +55,9 @@ class WorkflowSource(Source):
     def __init__(self, path: str | Path, *, follow: bool = False, recursive: bool = True,
                  timezone: str | None = None, keep_alive: bool = False, write_jobstate: bool = True,
                  state_path: Path | None = None, parser: str = "auto",
-                 snapshot_interval: float = SNAPSHOT_INTERVAL) -> None:
+                 snapshot_interval: float = SNAPSHOT_INTERVAL, engine: EngineOptions = DEFAULT) -> None:
         self.follow = follow
+        self.engine = engine
         self.keep_alive = keep_alive
         self.recursive = recursive
         self.timezone = timezone
@@ -127,7 +129,7 @@ class WorkflowSource(Source):
         self.resumed = state is not None
         return make_runner(self.parser, dagman_out=self.dagman_out, recursive=self.recursive, tz=self.timezone,
                            write_jobstate=self.write_jobstate, state=state, read_size=self.read_size,
-                           snapshot_interval=self.snapshot_interval)
+                           snapshot_interval=self.snapshot_interval, engine=self.engine)
 
     async def commit(self, position: Any, endpoints: dict[str, Any] | None = None) -> None:
         await asyncio.to_thread(self._save, position, endpoints)
@@ -135,7 +137,7 @@ class WorkflowSource(Source):
     def _save(self, position: dict[str, Any], endpoints: dict[str, Any] | None = None) -> None:
         if self.write_jobstate:  # the jobstate.log lengths the state records must survive a power cut too
             for item in position.get("workflows", ()):
-                _fsync(Path(item["dagman_out"]).parent / "jobstate.log")
+                _fsync(Path(item.get("jobstate") or Path(item["dagman_out"]).parent / "jobstate.log"))
         if endpoints:  # the file endpoints' lengths, in the same atomic write as the monitor state
             position = {**position, "endpoints": endpoints}
         write_atomically(self.state_path, orjson.dumps(position))

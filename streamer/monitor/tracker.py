@@ -18,6 +18,7 @@ from typing import Any
 from ..limits import MAX_LINE
 from . import plaindag
 from .dagman import BadTime, LineParser
+from .engineopts import DEFAULT, EngineOptions
 from .workflow import Workflow, WorkflowError
 
 log = logging.getLogger(__name__)
@@ -52,8 +53,9 @@ class Tracker:
 
     def __init__(self, dagman_out: str, *, recursive: bool = True, tz: str | None = None,
                  write_jobstate: bool = True, state: dict[str, Any] | None = None,
-                 raw_events: bool = False) -> None:
-        self.parser = LineParser(tz)
+                 raw_events: bool = False, engine: EngineOptions = DEFAULT) -> None:
+        self.parser = LineParser(tz, adjust=engine.adjust)
+        self.engine = engine
         self.recursive = recursive
         self.write_jobstate = write_jobstate
         self.warnings: list[str] = []
@@ -91,7 +93,7 @@ class Tracker:
                 write_jobstate=self.write_jobstate, first_run=state is None,
                 jobstate_length=state.get("jobstate_length") if state else None,
                 started_at=state.get("started_at") if state else None, on_warning=self._warn,
-                raw_events=self.raw_events)
+                raw_events=self.raw_events, options=self.engine)
         except (WorkflowError, OSError, ValueError) as exc:
             self._warn(f"{entry.run_dir}: cannot monitor this workflow: {exc}")
             entry.broken = True
@@ -176,6 +178,8 @@ class Tracker:
                 continue
             if found is not None:
                 self._subworkflow(engine, *found)
+            if self.engine.line_delay:
+                time.sleep(self.engine.line_delay)
         entry.offset += cut
         entry.eof = entry.offset >= size
         events.extend(engine.take())
@@ -288,7 +292,8 @@ class Tracker:
     def to_state(self) -> dict[str, Any]:
         return {"version": 1, "workflows": [
             {"dagman_out": e.dagman_out, "parent": e.parent, "offset": e.offset, "broken": e.broken,
-             "engine": e.workflow.to_state() if e.workflow is not None else None}
+             "engine": e.workflow.to_state() if e.workflow is not None else None,
+             "jobstate": str(e.workflow.jobstate.path) if e.workflow and e.workflow.jobstate else None}
             for e in self.tracked]}
 
     def _restore(self, state: dict[str, Any]) -> None:

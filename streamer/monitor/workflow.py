@@ -23,6 +23,7 @@ from ..events import Event, FieldError
 from ..limits import read_bounded
 from . import jobstate, kickstart, plaindag, staticbp, submitfile
 from .dagman import LineParser, classify
+from .engineopts import DEFAULT as DEFAULT_OPTIONS, EngineOptions
 from .job import REQUEST_KEYS, Job
 
 log = logging.getLogger(__name__)
@@ -58,8 +59,10 @@ class Workflow:
                  parent_jobid: str | None = None, parent_jobseq: int | None = None,
                  write_jobstate: bool = True, first_run: bool = True,
                  jobstate_length: int | None = None, started_at: int | None = None,
-                 on_warning: Callable[[str], None] | None = None, raw_events: bool = False) -> None:
+                 on_warning: Callable[[str], None] | None = None, raw_events: bool = False,
+                 options: EngineOptions = DEFAULT_OPTIONS) -> None:
         self.run_dir = str(run_dir)
+        self.options = options
         self.dagman_out = str(dagman_out)
         self.parser = parser
         self.raw_events = raw_events
@@ -133,7 +136,7 @@ class Workflow:
         self._static_parent: tuple[str | None, int | None] = (parent_jobid, parent_jobseq)
         self._static_sent = 0  # static.bp records emitted: a checkpoint taken meanwhile resumes after them
         if write_jobstate:
-            path = Path(self.run_dir) / "jobstate.log"
+            path = Path(options.jobstate_path(self.run_dir, self.wf_uuid))
             self.jobstate = jobstate.JobstateWriter(path, truncate_at=jobstate_length, rotate=first_run)
         self._parse_dag()
         self.total_jobs = sum(1 for info in self.job_info.values() if info[SUB] or info[IS_SUBDAG])
@@ -383,7 +386,8 @@ class Workflow:
 
     def _on_condor_id(self, condor_id: str) -> None:
         self.condor_id = condor_id
-        self.start_wf()
+        if not self.options.keep_state:
+            self.start_wf()
 
     def _on_dag_start(self, dag: str) -> None:
         self.change_state("start")
@@ -695,9 +699,9 @@ class Workflow:
             f"{job.output_file}.{job.output_counter:03d}" if rotated else job.output_file)
         fields["stderr.file"] = "" if job.error_file is None else (
             f"{job.error_file}.{job.output_counter:03d}" if rotated else job.error_file)
-        if job.stdout_text is not None:
+        if job.stdout_text is not None and self.options.store_stdout:
             fields["stdout.text"] = job.stdout_text[:MAX_OUTPUT_LENGTH]
-        if job.stderr_text is not None:
+        if job.stderr_text is not None and self.options.store_stdout:
             fields["stderr.text"] = job.stderr_text[:MAX_OUTPUT_LENGTH]
         composite_base = dict(fields)
         self.emit("job_inst.main.end", fields)
@@ -911,7 +915,8 @@ class Workflow:
         else:
             self._task_start(job, "MAIN_JOB", task_id)
             self._task_end(job, "MAIN_JOB", task_id)
-            self._read_out_file(job)
+            if self.options.store_stdout:
+                self._read_out_file(job)
             if job.name.startswith("subdax_") or not parse_kickstart:
                 fqdn = socket.getfqdn()
                 try:

@@ -16,7 +16,7 @@ from typing import Any
 from ..config import ConfigError, EndpointSpec, normalise_url
 from ..runtime import MaskingFormatter, run
 from ..urls import mask
-from . import files, options, properties
+from . import files, options, properties, stats
 
 log = logging.getLogger("streamer.monitord")
 
@@ -43,6 +43,7 @@ class Plan:
     master_url: str | None = None
     bindir: str | None = None
     no_events: bool = False
+    store_stdout: bool = True
 
 
 # ---------------------------------------------------------------- logging
@@ -108,6 +109,15 @@ def make_plan(argv: list[str], *, home: str | None = None) -> Plan | int:
         opts = options.parse(argv + added.split())
     plan = Plan(opts=opts, dagman_out=dagman_out, run_dir=run_dir, props=props, bindir=params.get("bindir"))
     plan.no_events = plan_no_events(plan)
+    plan.store_stdout = not opts.skip_stdout and not _lenient(
+        plan, lambda: props.boolean("pegasus.monitord.stdout.disable.parsing", False), False)
+    if props.get("pegasus.monitord.fast_start") is not None:
+        opts.ignored.append("pegasus.monitord.fast_start: streamer always catches up with the logs before it "
+                            "waits for more; the property is ignored")
+    if opts.jsd is not None and os.path.isabs(opts.jsd) and opts.recursive:
+        opts.recursive = False  # monitord: one absolute jobstate file cannot serve sub-workflows
+        opts.ignored.append(f"-j/--job {opts.jsd} is an absolute filename: sub-workflows are not followed "
+                            "(as monitord)")
     _endpoints(plan, params)
     _notifications(plan)
     if not plan.no_events:
@@ -158,6 +168,16 @@ def _notifications(plan: Plan) -> None:
     plan.notifications_timeout = timeout or 0
     enabled = _lenient(plan, lambda: props.boolean("pegasus.monitord.notifications", True), True)
     plan.notifications = opts.notifications and not opts.replay and plan.notifications_max > 0 and enabled
+
+
+def engine_options(plan: Plan) -> Any:
+    """What -a, -j, -o, --skip-stdout, --keep-state and -S change in the monitor engine."""
+    from ..monitor.engineopts import JOBSTATE_LOG, EngineOptions
+
+    opts = plan.opts
+    return EngineOptions(adjust=opts.adjust, jobstate_name=opts.jsd or JOBSTATE_LOG, output_dir=opts.output_dir,
+                         store_stdout=plan.store_stdout, keep_state=opts.keep_state,
+                         line_delay=(opts.millisleep or 0) / 1000.0)
 
 
 # ---------------------------------------------------------------- run
@@ -251,7 +271,7 @@ async def run_plan(plan: Plan) -> int:
     state_path = out_dir / "streamer.state.json" if opts.output_dir else None
     follow = not opts.replay
     source = WorkflowSource(plan.dagman_out, follow=follow, recursive=opts.recursive,
-                            state_path=state_path)
+                            state_path=state_path, engine=engine_options(plan))
     source.poll_max = 0.2
     extra = []
     notifier = None
@@ -279,6 +299,8 @@ async def run_plan(plan: Plan) -> int:
     if plan.notifications:
         log.info("notifications on (at most %d at once, timeout %s)", plan.notifications_max,
                  f"{plan.notifications_timeout} s" if plan.notifications_timeout else "none")
+    if opts.millisleep:
+        log.info("using simulation delay of %d ms per dagman.out line", opts.millisleep)
     watch = Watch(source, plan.dagman_out, follow)
     watch.install()
     watcher = asyncio.create_task(watch.dagman())
@@ -291,6 +313,8 @@ async def run_plan(plan: Plan) -> int:
         watcher.cancel()
         await asyncio.gather(watcher, return_exceptions=True)
     print_summary(result, _LogStream())
+    if opts.db_stats:
+        stats.log_db_stats(result)
     if result.exit_code != 0:
         return result.exit_code
     if watch.dagman_gone:
@@ -325,9 +349,6 @@ def main(argv: list[str]) -> int:
              ", ".join(plan.props.sources) or "nowhere")
     for message in plan.opts.ignored:
         log.warning("%s", message)
-    if plan.opts.jsd and plan.opts.jsd != "jobstate.log":
-        log.warning("-j/--job %s: streamer writes jobstate.log in each workflow dir; the name is ignored",
-                    plan.opts.jsd)
     if plan.opts.condor_daemon and not plan.opts.replay:
         try:
             os.setpgid(0, 0)

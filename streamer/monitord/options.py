@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 
 log = logging.getLogger("streamer.monitord")
 
+ENCODINGS = ("bp", "json", "bson")
+
 USAGE = "streamer monitord [OPTIONS] WORKFLOW.dag.dagman.out"
 
 DESCRIPTION = """\
@@ -56,14 +58,8 @@ examples:
   streamer monitord -r --no-events --output-dir /tmp/x wf.dag.dagman.out   # as pegasus-analyzer --monitord
 """
 
-NOT_IN_STREAMER = {
-    "adjust": "-a/--adjust: streamer reads DAGMan's times in the local zone (or TZ); the adjustment is ignored",
-    "db_stats": "--db-stats: streamer prints its own per-endpoint summary at the end",
-    "keep_state": "--keep-state: streamer's resume state always spans DAGMan restarts",
-    "skip_stdout": "--skip-stdout: job stdout/stderr are stored as monitord stores them by default",
-    "fast_start": "--fast-start: streamer always catches up with the logs before it waits for more",
-    "millisleep": "-S/--sim: simulated read delays are a monitord developer option; ignored",
-}
+FAST_START = ("--fast-start: nothing to change; streamer catches up with the logs before it waits for more, "
+              "which is monitord's default fast-start mode (in monitord 5.1.3 the option cannot change it either)")
 
 
 @dataclass
@@ -83,6 +79,11 @@ class Options:
     notifications_timeout: int | None = None
     force: bool = False
     verbose: int = 0
+    adjust: int = 0
+    skip_stdout: bool = False
+    keep_state: bool = False
+    db_stats: bool = False
+    millisleep: int | None = None
     ignored: list[str] = field(default_factory=list)
     """One message per option accepted without a meaning in streamer (or with a bad value)."""
 
@@ -110,12 +111,14 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("-d", "--dest", metavar="URL",
                        help="the Stampede endpoint instead of the properties' (file path, file://, sqlite://, "
                             "postgresql://, amqp://, or any streamer URL)")
-    group.add_argument("-e", "--encoding", metavar="FORMAT", help="bp or json, for file endpoints (bson: not supported)")
+    group.add_argument("-e", "--encoding", metavar="FORMAT", help="bp, json or bson, for file endpoints")
     group.add_argument("--conf", metavar="PROPERTIES", help="the properties file (overrides all others)")
     group.add_argument("-j", "--job", dest="jsd", metavar="FILE",
-                       help="jobstate.log name in each workflow dir (an absolute path disables sub-workflows)")
+                       help="jobstate.log's name in each workflow dir (an absolute path: that file, and no "
+                            "sub-workflows)")
     group.add_argument("-o", "--output-dir", metavar="DIR",
-                       help="where monitord's own files go (notification log, streamer's resume state)")
+                       help="where monitord's own files go (<wf_uuid>-jobstate.log, notification log, "
+                            "streamer's resume state)")
     group.add_argument("--no-recursive", action="store_true", help="do not follow sub-workflows")
     group.add_argument("--no-database", "--nodatabase", "--no-events", dest="no_events", action="store_true",
                        help="no Stampede events at all (jobstate.log and notifications only)")
@@ -129,17 +132,22 @@ def build_parser() -> argparse.ArgumentParser:
     other = parser.add_argument_group("process")
     other.add_argument("-f", "--force", action="store_true", help="run even if monitord.pid names a live monitor")
     other.add_argument("-v", "--verbose", action="count", default=0, help="more log lines (repeatable)")
-    accepted = parser.add_argument_group("accepted for compatibility (one log line says they are ignored)")
-    accepted.add_argument("-a", "--adjust", dest="adjust", metavar="SECONDS")
-    accepted.add_argument("--db-stats", action="store_true")
-    accepted.add_argument("--keep-state", action="store_true")
-    accepted.add_argument("--skip-stdout", action="store_true")
-    accepted.add_argument("--fast-start", action="store_true")
-    accepted.add_argument("-S", "--sim", dest="millisleep", metavar="MS")
+    other.add_argument("-a", "--adjust", dest="adjust", metavar="SECONDS",
+                       help="add SECONDS (may be negative) to every DAGMan timestamp (time zone differences)")
+    other.add_argument("--db-stats", action="store_true",
+                       help="log every endpoint's statistics at the end (at INFO, whatever the log level)")
+    other.add_argument("--keep-state", action="store_true",
+                       help="keep finished jobs' state across DAGMan restarts (monitord's development option)")
+    other.add_argument("--skip-stdout", action="store_true",
+                       help="leave jobs' stdout/stderr text out of the events (and do not read .out files of "
+                            "jobs without kickstart)")
+    other.add_argument("--fast-start", action="store_true", help="accepted; catching up first is the default")
+    other.add_argument("-S", "--sim", dest="millisleep", metavar="MS",
+                       help="developer: sleep MS milliseconds after each dagman.out line (a slow log)")
     return parser
 
 
-def _integer(text: str | None, name: str, problems: list[str]) -> int | None:
+def _integer(text: str | None, name: str, problems: list[str], *, negative: bool = False) -> int | None:
     if text is None:
         return None
     try:
@@ -147,7 +155,7 @@ def _integer(text: str | None, name: str, problems: list[str]) -> int | None:
     except ValueError:
         problems.append(f"{name}: not an integer: {text!r}; ignored")
         return None
-    if value < 0:
+    if value < 0 and not negative:
         problems.append(f"{name} must be >= 0, not {value}; ignored")
         return None
     return value
@@ -175,16 +183,18 @@ def parse(argv: list[str]) -> Options:
         dagman_out=ns.dagman_out, condor_daemon=ns.condor_daemon, replay=ns.replay, dest=ns.dest,
         encoding=ns.encoding, conf=ns.conf, jsd=ns.jsd, output_dir=ns.output_dir,
         recursive=not ns.no_recursive, no_events=ns.no_events, notifications=not ns.no_notify,
-        force=ns.force, verbose=ns.verbose,
+        force=ns.force, verbose=ns.verbose, skip_stdout=ns.skip_stdout, keep_state=ns.keep_state,
+        db_stats=ns.db_stats,
     )
+    adjust = _integer(ns.adjust, "-a/--adjust", problems, negative=True)
+    opts.adjust = adjust or 0
+    opts.millisleep = _integer(ns.millisleep, "-S/--sim", problems)
     opts.notifications_max = _integer(ns.notifications_max, "--notifications-max", problems)
     opts.notifications_timeout = _integer(ns.notifications_timeout, "--notifications-timeout", problems)
-    if opts.encoding is not None and opts.encoding.lower() not in ("bp", "json"):
-        problems.append(f"-e/--encoding {opts.encoding!r}: streamer writes bp or json; using the default")
+    if opts.encoding is not None and opts.encoding.lower() not in ENCODINGS:
+        problems.append(f"-e/--encoding {opts.encoding!r}: not bp, json or bson; using the default")
         opts.encoding = None
-    for key, message in NOT_IN_STREAMER.items():
-        value = getattr(ns, key, None)
-        if value not in (None, False):
-            problems.append(message)
+    if ns.fast_start:
+        problems.append(FAST_START)
     opts.ignored = problems
     return opts

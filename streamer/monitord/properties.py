@@ -11,9 +11,12 @@ ignored, as by monitord.
 from __future__ import annotations
 
 import os
+import pwd
 import re
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Mapping
 
 from ..config import ConfigError, EndpointSpec, normalise_url
 from ..urls import mask
@@ -78,8 +81,51 @@ class Properties:
         return number
 
 
-def parse_file(path: str | Path) -> dict[str, Value]:
-    """Java-style properties with the line of every key (`key=value`, `key: value`, `key value`)."""
+_SUBSTITUTION = re.compile(r"\$\{([A-Za-z0-9._]+)\}")
+
+
+def system_properties(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The Java-style system properties Pegasus's reader offers to `${...}` (`user.home`, `user.name`, ...)."""
+    env = os.environ if env is None else env
+    found = {"file.separator": ",", "java.io.tmpdir": env.get("TMP") or tempfile.gettempdir(),
+             "os.name": os.uname()[0], "os.version": os.uname()[2], "os.arch": os.uname()[4],
+             "user.dir": os.getcwd(), "user.language": env.get("LANG") or "en"}
+    for key, var in (("user.home", "HOME"), ("user.timezone", "TZ"), ("pegasus.home", "PEGASUS_HOME"),
+                     ("java.home", "JAVA_HOME"), ("java.class.path", "CLASSPATH")):
+        if env.get(var):
+            found[key] = env[var]
+    if "user.home" not in found:
+        found["user.home"] = pwd.getpwuid(os.geteuid()).pw_dir
+    found["user.name"] = env.get("USER") or env.get("LOGNAME") or pwd.getpwuid(os.geteuid()).pw_name
+    return found
+
+
+def substitute(text: str, known: Mapping[str, str], env: Mapping[str, str] | None = None) -> str:
+    """`${name}` replaced by: a property set before it (or by -D), a system property (`user.home`, ...),
+    the environment variable `name`; else by nothing (as Pegasus's reader does with unknown names)."""
+    if "${" not in text:
+        return text
+    env = os.environ if env is None else env
+    system: dict[str, str] | None = None
+
+    def value(match: re.Match[str]) -> str:
+        nonlocal system
+        name = match.group(1)
+        if name in known:
+            return known[name]
+        if system is None:
+            system = system_properties(env)
+        return system.get(name, env.get(name, ""))
+
+    return _SUBSTITUTION.sub(value, text)
+
+
+def parse_file(path: str | Path, defines: Mapping[str, Value] | None = None,
+               env: Mapping[str, str] | None = None) -> dict[str, Value]:
+    """Java-style properties with the line of every key (`key=value`, `key: value`, `key value`).
+
+    `${name}` in a value is substituted (see `substitute`): properties set on earlier lines and the `-D`
+    `defines` first."""
     try:
         text = Path(path).read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
@@ -98,7 +144,9 @@ def parse_file(path: str | Path) -> dict[str, Value]:
         logical += line
         match = re.match(r"^([^\s=:]+)\s*[=:\s]\s*(.*)$", logical)
         key, value = (match.group(1), match.group(2).strip()) if match else (logical, "")
-        out[key] = Value(value, f"{path}:{start}")
+        known = {k: v.text for k, v in out.items()}
+        known.update({k: v.text for k, v in (defines or {}).items()})
+        out[key] = Value(substitute(value, known, env), f"{path}:{start}")
         logical = ""
     return out
 
@@ -146,7 +194,7 @@ def discover(conf: str | None, submit_dir: Path, braindump: dict[str, str],
         raise ConfigError(f"{conf}: no such properties file (--conf)")
     for path in candidates(conf, submit_dir, braindump, home):
         if path.is_file() and os.access(path, os.R_OK):
-            props.values.update(parse_file(path))
+            props.values.update(parse_file(path, defines))
             props.sources.append(str(path))
             break
     if defines:
@@ -240,7 +288,7 @@ def encoding(props: Properties) -> str | None:
     value = props.get("pegasus.monitord.encoding")
     if value is None or not value.strip():
         return None
-    if value.strip().lower() not in ("bp", "json"):
+    if value.strip().lower() not in ("bp", "json", "bson"):
         raise ConfigError(f"{props.where('pegasus.monitord.encoding')}: pegasus.monitord.encoding must be "
-                          f"bp or json, not {value!r}")
+                          f"bp, json or bson, not {value!r}")
     return value.strip().lower()
