@@ -151,6 +151,20 @@ def test_db_stats_and_sim_delay(tmp_path: Path) -> None:
     assert "simulation delay of 1 ms per dagman.out line" in result.stderr and lines > 50
 
 
+def test_sim_sleeps_after_every_dagman_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """-S MS: the tracker sleeps MS ms after each dagman.out line, as monitord's read loop does."""
+    from streamer.monitor import tracker
+
+    run_dir = generate(tmp_path / "wf", jobs=2, scenario="success", seed=0)
+    sleeps: list[float] = []
+    monkeypatch.setattr(tracker.time, "sleep", sleeps.append)
+    core = tracker.Tracker(str(run_dir / DAGMAN_OUT), write_jobstate=False, engine=EngineOptions(line_delay=0.025))
+    while not core.all_at_eof():
+        core.step(final=True)
+    core.close()
+    assert sleeps == [0.025] * (run_dir / DAGMAN_OUT).read_text().count("\n")
+
+
 def _bson_documents(data: bytes) -> list[tuple[str, bytes]]:
     """(event name, document) of every document back to back (the name is the last element, a string)."""
     out = []

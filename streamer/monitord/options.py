@@ -36,12 +36,14 @@ properties (first readable of --conf, the braindump's properties file,
 ~/.pegasusrc, ~/.pegasus/pegasus.conf; -Dkey=value before the options override):
   pegasus.catalog.workflow.url / pegasus.monitord.output   the Stampede DB (or -d)
   pegasus.catalog.workflow.<name>.url  (+ .events)           more endpoints
-  pegasus.monitord.encoding  bp|json                          file endpoints' encoding
+  pegasus.monitord.encoding  bp|json|bson                     file endpoints' encoding
+  pegasus.monitord.stdout.disable.parsing  true               as --skip-stdout
   pegasus.monitord.events  false                              as --no-events
   pegasus.monitord.notifications[.max|.timeout]               as the options below
   pegasus.catalog.master.url / pegasus.dashboard.output       the master (dashboard) DB
   pegasus.catalog[.workflow[.<name>]|.*].timeout              endpoint wait (s)
   pegasus.monitord.arguments  "--opt ..."                     more command-line options
+${name} in a value: an earlier property or -D, user.home & co, the environment variable, else empty.
 
 signals: SIGINT/SIGTERM finish reading what DAGMan wrote, deliver it, save the
 resume state and exit 1 (monitord's code for SIGINT); repeated signals do not
