@@ -135,20 +135,25 @@ def test_keep_state_keeps_finished_jobs_across_a_dagman_restart(tmp_path: Path) 
     assert kept[True] == (["stage_in_local_0\x001"], {"stage_in_local_0": 1})
 
 
-def test_db_stats_and_sim_delay(tmp_path: Path) -> None:
+def test_db_stats_sim_and_bson_file(tmp_path: Path) -> None:
+    """`-r --db-stats -S 1 -e bson -d events.bson`, the properties adding a BP file of the same events."""
     run_dir = generate(tmp_path / "wf", jobs=2, scenario="success", seed=0)
     home = tmp_path / "home"
     home.mkdir()
-    out = run_dir / "all.bp"
-    lines = (run_dir / DAGMAN_OUT).read_text().count("\n")
-    result = _run(STREAMER, ["-r", "--db-stats", "-S", "1", "-d", str(out), DAGMAN_OUT], run_dir, home)
+    bp = run_dir / "events.bp"
+    conf = tmp_path / "p.properties"
+    conf.write_text(f"pegasus.catalog.workflow.bp.url = file://{bp}?encoding=bp\n")
+    result = _run(STREAMER, ["-r", "--conf", str(conf), "--db-stats", "-S", "1", "-e", "bson", "-d", "events.bson",
+                             DAGMAN_OUT], run_dir, home)
     assert result.returncode == 0, result.stderr
-    events = out.read_text().count("\n")
-    stats = [line for line in result.stderr.splitlines() if "db-stats: " in line]
-    assert len(stats) == 2, result.stderr  # the file and the master DB
-    assert f"db-stats: file://{out}: {events} events in " in stats[0] or \
-        f"db-stats: file://{out}: {events} events in " in stats[1], stats
-    assert "simulation delay of 1 ms per dagman.out line" in result.stderr and lines > 50
+    names = [name for name, _ in _bson_documents((run_dir / "events.bson").read_bytes())]
+    assert names == [line.split(" event=", 1)[1].split()[0] for line in bp.read_text().splitlines()]
+    stats = [line.split("db-stats: ", 1)[1] for line in result.stderr.splitlines() if "db-stats: " in line]
+    assert len(stats) == 3, result.stderr  # the two files and the master DB
+    assert f"file://{run_dir}/events.bson: {len(names)} events in " in stats[0], stats
+    assert f"file://{bp}?encoding=bp: {len(names)} events in " in stats[1], stats
+    assert stats[2].startswith(f"master DB sqlite:///{home}/.pegasus/workflow.db: 3 events in "), stats
+    assert "simulation delay of 1 ms per dagman.out line" in result.stderr
 
 
 def test_sim_sleeps_after_every_dagman_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -183,19 +188,6 @@ def test_bson_encoding_of_one_event() -> None:
                 + b"\x10restart_count\x00\x00\x00\x00\x00" + b"\x12status\x00" + struct.pack("<q", 5000000000)
                 + b"\x02event\x00\x11\x00\x00\x00stampede.xwf.end\x00")
     assert bsonenc.dumps(event) == struct.pack("<i", len(expected) + 5) + expected + b"\x00"
-
-
-def test_bson_file_from_monitord(tmp_path: Path) -> None:
-    run_dir = generate(tmp_path / "wf", jobs=2, scenario="success", seed=0)
-    home = tmp_path / "home"
-    home.mkdir()
-    result = _run(STREAMER, ["-r", "-e", "bson", "-d", "events.bson", "--no-notifications", DAGMAN_OUT], run_dir, home)
-    assert result.returncode == 0, result.stderr
-    bp = run_dir / "events.bp"
-    result = _run(STREAMER, ["-r", "-d", str(bp), DAGMAN_OUT], run_dir, home)
-    assert result.returncode == 0, result.stderr
-    names = [name for name, _ in _bson_documents((run_dir / "events.bson").read_bytes())]
-    assert names == [line.split(" event=", 1)[1].split()[0] for line in bp.read_text().splitlines()]
 
 
 def test_properties_substitute_variables(tmp_path: Path) -> None:
