@@ -18,12 +18,11 @@ from typing import Any, AsyncIterator
 
 import orjson
 
-from ..endpoints.amqp import BrokerUnavailable, connect, parse_target
-from ..endpoints.base import EndpointError
+from ..amqpconn import BrokerUnavailable, connect, parse_target
 from ..events import jsonenc
 from ..filters import EventFilter
 from ..urls import mask
-from .base import Batch, Source
+from .base import Batch, Source, SourceError
 
 log = logging.getLogger("streamer.amqp")
 
@@ -74,13 +73,13 @@ class AMQPSource(Source):
         try:
             self._connection = await connect(self.target, self.options, name="streamer tail")
         except BrokerUnavailable as exc:
-            raise EndpointError(str(exc)) from None
+            raise SourceError(str(exc)) from None
         try:
             return await self._declare()
-        except EndpointError:
+        except SourceError:
             raise
         except Exception as exc:  # refused, not found, connection lost: say so without a traceback
-            raise EndpointError(f"{self.target.display}: {mask(str(exc) or type(exc).__name__)}") from None
+            raise SourceError(f"{self.target.display}: {mask(str(exc) or type(exc).__name__)}") from None
 
     async def _declare(self) -> Any:
         channel = await self._connection.channel()
@@ -119,7 +118,7 @@ class AMQPSource(Source):
                 if get not in done:
                     get.cancel()
                     if closed in done and not self._stopped.is_set():
-                        raise EndpointError(f"{self.target.display}: connection to the broker lost")
+                        raise SourceError(f"{self.target.display}: connection to the broker lost")
                     break
                 messages = [get.result()]
                 while not inbox.empty() and len(messages) < MAX_BATCH:
