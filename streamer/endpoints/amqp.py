@@ -490,6 +490,13 @@ class AMQPEndpoint(Endpoint):
             publisher, self.publisher = self.publisher, None
             await publisher.close()
 
+    def health(self) -> str | None:
+        """None while the broker takes messages, else why not (`/healthz`, streamer/metrics.py)."""
+        if not self._opened or (self.publisher is not None and self.publisher.alive):
+            return None
+        spooled = f"; {len(self.spool):,} events spooled in {self.spool_dir}" if self.spool is not None else ""
+        return f"broker unreachable ({self._last_error or 'connection lost'}){spooled}"
+
     def _note_down(self, exc: BaseException) -> None:
         text = _reason(exc)
         if text != self._last_error:

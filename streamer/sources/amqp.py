@@ -2,7 +2,9 @@
 
 `streamer tail amqp://host/vhost/exchange --events 'stampede.job_inst.*'` binds
 an exclusive auto-delete queue (gone when we disconnect) or, with `--queue
-NAME`, reads an existing durable queue (bound by whoever set it up). Event
+NAME`, reads an existing durable queue (bound by whoever set it up). Reading a
+queue consumes it, so `--queue` takes no filter that could leave anything out:
+a tail never removes a message it does not show. Event
 patterns become topic bindings: `*` -> `#`, and a glob's `*` (which matches
 dots too) -> `#`; exclusions (`!pattern`) cannot be bindings, so then we bind
 `#` and filter here. Messages are acknowledged after their batch was yielded,
@@ -64,6 +66,13 @@ class AMQPSource(Source):
         self.events = events or self.options.get("events")
         self.filter = EventFilter(self.events) if self.events else None
         self.queue_name = queue or self.options.get("queue")
+        if self.queue_name and self.filter is not None and not self.filter.matches_all:
+            # reading a queue consumes it: a message filtered out here would be deleted unseen
+            raise SourceError(
+                f"--queue {self.queue_name} with --events {self.events}: reading a queue consumes (removes) every "
+                f"message it reads, so the events the filter leaves out would be lost to the queue's other "
+                f"readers. Leave out --queue (a private queue bound to the exchange gets copies: filtering "
+                f"them takes nothing from anyone), or read the whole queue without --events")
         self.warnings: list[str] = []
         self._stopped = asyncio.Event()
         self._connection: Any = None

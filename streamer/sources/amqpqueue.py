@@ -11,7 +11,16 @@ collector has delivered them to its endpoints (the central PostgreSQL, files).
   another collector or to the next run: nothing is lost; what was written but
   not yet acknowledged is written again, which the database endpoints absorb
   (idempotent on natural keys, ids stable).
-- **Competing consumers**: several collectors on one queue share its messages.
+- **Several collectors on one queue**: Stampede events are loaded in order
+  (a workflow's `wf.plan` before its tasks, a job before its instances), so
+  collectors that took turns on one queue would each see a workflow with
+  holes and the database would refuse what came early. A queue the collector
+  declares is therefore a *single active consumer* queue (RabbitMQ's
+  `x-single-active-consumer`): one collector consumes, the others wait as hot
+  standbys and the broker hands the queue, unacknowledged messages first and in
+  order, to one of them the moment the active one dies. `?single_active=false`
+  declares a plain queue (consumers then share its messages round-robin: only
+  for endpoints that do not depend on order, e.g. files).
 - **Prefetch window** (`?prefetch=N`, default 1000): messages in flight per collector.
 - **Reconnect**: a lost connection is retried with backoff (up to `retry_max`
   seconds between attempts); what was in flight is redelivered by the broker.
@@ -44,7 +53,7 @@ from .base import Batch, Source, SourceError
 
 log = logging.getLogger("streamer.collector")
 
-OPTIONS = ("declare", "bind", "routing", "prefetch", "idle", "retry_max", "heartbeat", "connect_timeout",
+OPTIONS = ("declare", "single_active", "bind", "routing", "prefetch", "idle", "retry_max", "heartbeat", "connect_timeout",
            "exchange_type", "cafile", "certfile", "keyfile", "verify")
 MAX_BATCH = 1000
 
@@ -68,6 +77,7 @@ class QueueSource(Source):
             self.prefetch = max(1, int(self.options.get("prefetch", 1000)))
             self.idle = float(self.options["idle"]) if self.options.get("idle") not in (None, "") else None
             self.retry_max = float(self.options.get("retry_max", 30.0))
+            self.single_active = _truthy(self.options.get("single_active", True))
         except ValueError as exc:
             raise SourceError(f"{self.target.display}: bad option value: {exc}") from None
         self.stats_bad = 0
@@ -104,7 +114,8 @@ class QueueSource(Source):
             channel = await self._connection.channel()
             await channel.set_qos(prefetch_count=self.prefetch)
             if _truthy(self.options.get("declare", False)):
-                queue = await channel.declare_queue(self.queue_name, durable=True)
+                arguments = {"x-single-active-consumer": True} if self.single_active else None
+                queue = await channel.declare_queue(self.queue_name, durable=True, arguments=arguments)
             else:
                 queue = await channel.declare_queue(self.queue_name, passive=True)
             exchange = self.options.get("bind")
