@@ -176,6 +176,10 @@ def build_parser() -> argparse.ArgumentParser:
 def collect_endpoints(args: argparse.Namespace, defaults: list[str] | None = None) -> Settings:
     """Endpoints from --config, --conf and --dest (in that order); `defaults` if none."""
     settings = Settings()
+    if getattr(args, "metrics", None):
+        from .metrics import parse_address
+
+        parse_address(args.metrics)  # a usage error before anything starts
     if getattr(args, "config", None):
         settings = load_toml(args.config)
     if getattr(args, "conf", None):

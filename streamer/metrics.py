@@ -40,6 +40,16 @@ class MetricsError(ValueError):
     """A bad `--metrics` address (usage error)."""
 
 
+SOURCE_LABELS = {"EventFileSource": "file", "ProvenanceSource": "file", "WorkflowSource": "workflow",
+                 "JobstateSource": "jobstate", "QueueSource": "queue", "AMQPSource": "amqp"}
+
+
+def source_label(source: Any) -> str:
+    """The `source` label of a source object: file, workflow, jobstate, queue, amqp."""
+    name = type(source).__name__
+    return SOURCE_LABELS.get(name, name.removesuffix("Source").lower() or "source")
+
+
 def parse_address(text: str) -> tuple[str, int]:
     """`HOST:PORT` or `:PORT` (all interfaces) or `[::1]:PORT`."""
     host, sep, port = text.rpartition(":")

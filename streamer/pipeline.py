@@ -13,6 +13,7 @@ from .bus import Bus, BusError, make_route
 from .config import EndpointSpec
 from .endpoints import EndpointError, create_endpoint
 from .endpoints.base import Endpoint
+from .endpoints.deadletter import with_dead_letters
 from .runtime import install_signal_handlers
 from .sources.base import Source, SourceError
 from .urls import mask
@@ -61,7 +62,7 @@ def build_endpoints(specs: list[EndpointSpec], defaults: dict[str, Any] | None =
     endpoints = []
     for spec in specs:
         options = {**(defaults or {}), **spec.options}
-        endpoints.append((create_endpoint(spec.url, options), spec))
+        endpoints.append((with_dead_letters(create_endpoint(spec.url, options)), spec))
     return endpoints
 
 
@@ -138,10 +139,10 @@ async def start_metrics(address: str | None, bus: Bus, source: Source) -> Any:
     """A `Metrics` exporter serving `address` with `bus` attached (None without an address)."""
     if not address:
         return None
-    from .metrics import Metrics
+    from .metrics import Metrics, source_label
 
     exporter = Metrics()
-    exporter.attach(bus, source=type(source).__name__.removesuffix("Source").lower() or "source")
+    exporter.attach(bus, source=source_label(source))
     if hasattr(source, "submit_dir"):  # the workflow monitor follows one workflow (and its sub-workflows)
         exporter.workflows = lambda: 0 if getattr(source, "finished", False) else 1
     await exporter.start(address)
