@@ -224,3 +224,14 @@ class Metrics:
             self._server.close()
             await self._server.wait_closed()
             self._server = None
+
+
+async def start_exporter(address: str, *, workflows: Callable[[], int] | None = None) -> Metrics:
+    """A `Metrics` serving `address` (HOST:PORT), for processes that run several buses (`streamer serve`):
+    `attach(bus, source=...)` each bus once it is built and `detach(bus)` once it closed;
+    `workflows()` gives `streamer_workflows_active`. `await exporter.stop()` at exit."""
+    exporter = Metrics()
+    if workflows is not None:
+        exporter.workflows = workflows
+    await exporter.start(address)
+    return exporter

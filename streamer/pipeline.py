@@ -139,13 +139,11 @@ async def start_metrics(address: str | None, bus: Bus, source: Source) -> Any:
     """A `Metrics` exporter serving `address` with `bus` attached (None without an address)."""
     if not address:
         return None
-    from .metrics import Metrics, source_label
+    from .metrics import source_label, start_exporter
 
-    exporter = Metrics()
+    one = hasattr(source, "submit_dir")  # the workflow monitor follows one workflow (and its sub-workflows)
+    exporter = await start_exporter(address, workflows=lambda: int(one and not getattr(source, "finished", False)))
     exporter.attach(bus, source=source_label(source))
-    if hasattr(source, "submit_dir"):  # the workflow monitor follows one workflow (and its sub-workflows)
-        exporter.workflows = lambda: 0 if getattr(source, "finished", False) else 1
-    await exporter.start(address)
     return exporter
 
 
