@@ -105,18 +105,24 @@ class Metrics:
         from prometheus_client import CollectorRegistry
 
         self.buses: list[tuple[Any, str]] = []
+        self.checks: dict[int, Callable[[], str | None]] = {}
+        """Health of the sources (a collector's broker), by bus."""
         self.latency = Latency()
         self.workflows: Callable[[], int] = lambda: 0
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)  # `collect` below
         self._server: asyncio.base_events.Server | None = None
 
-    def attach(self, bus: Any, *, source: str) -> None:
+    def attach(self, bus: Any, *, source: str, health: Callable[[], str | None] | None = None) -> None:
+        """Count `bus`; `health()`: None while its source is fine, else why not (shown by /healthz)."""
         self.buses.append((bus, source))
         bus.on_delivered = self._delivered
+        if health is not None:
+            self.checks[id(bus)] = health
 
     def detach(self, bus: Any) -> None:
         self.buses = [(b, s) for b, s in self.buses if b is not bus]
+        self.checks.pop(id(bus), None)
 
     def _delivered(self, route: Any, times: list[tuple[float, int]]) -> None:
         now = time.monotonic()
@@ -175,7 +181,7 @@ class Metrics:
 
     def health(self) -> list[str]:
         """Reasons the process is unhealthy (empty: healthy)."""
-        reasons = []
+        reasons = [problem for check in self.checks.values() if (problem := check())]
         for _, route in self.routes():
             problem = endpoint_health(route)
             if problem:

@@ -143,7 +143,7 @@ async def start_metrics(address: str | None, bus: Bus, source: Source) -> Any:
 
     one = hasattr(source, "submit_dir")  # the workflow monitor follows one workflow (and its sub-workflows)
     exporter = await start_exporter(address, workflows=lambda: int(one and not getattr(source, "finished", False)))
-    exporter.attach(bus, source=source_label(source))
+    exporter.attach(bus, source=source_label(source), health=getattr(source, "health", None))
     return exporter
 
 

@@ -239,7 +239,9 @@ async def test_collector_reconnects_and_loses_nothing(amqp_url: str, tmp_path: P
                                                signals=False))
         while source.received < 4:
             await asyncio.sleep(0.01)
+        assert source.health() is None
         await source._connection.close()  # as if the broker had dropped it
+        assert "broker unreachable" in (source.health() or "")  # /healthz says so until it is back
         for event in events[10:]:
             await channel.default_exchange.publish(aio_pika.Message(jsonenc.dumps(event)), routing_key=queue)
         result = await asyncio.wait_for(run, 60)

@@ -138,3 +138,18 @@ def test_healthz_follows_the_broker(tmp_path: Path) -> None:
             run.send_signal(signal.SIGTERM)
             _, err = run.communicate(timeout=60)
         assert run.returncode == 0, err
+
+
+def test_healthz_includes_the_source() -> None:
+    """A collector whose broker is away is unhealthy even when every endpoint is fine."""
+    from streamer.bus import Bus
+    from streamer.metrics import Metrics
+
+    problem: list[str] = []
+    metrics, bus = Metrics(), Bus([])
+    metrics.attach(bus, source="queue", health=lambda: problem[0] if problem else None)
+    assert metrics.health() == []
+    problem.append("amqp://c@broker:5672/pegasus/workflows-db: broker unreachable")
+    assert metrics.health() == problem
+    metrics.detach(bus)
+    assert metrics.health() == []

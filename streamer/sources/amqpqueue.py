@@ -195,6 +195,12 @@ class QueueSource(Source):
         except Exception as exc:  # channel closed under us: they will be redelivered
             log.debug("%s: ack lost (%s); the broker redelivers", self.name, exc)
 
+    def health(self) -> str | None:
+        """None while connected to the broker (`/healthz`), else why not."""
+        if self._generation and (self._connection is None or self._connection.is_closed):
+            return f"{self.name}: broker unreachable (reconnecting; unacknowledged messages stay in the queue)"
+        return None
+
     def stop(self) -> None:
         self._stopped.set()
 
