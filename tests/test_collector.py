@@ -81,6 +81,21 @@ async def databases(postgres_dsn: str) -> AsyncIterator[tuple[str, str]]:
         await admin.close()
 
 
+@pytest.fixture
+async def declared_here(amqp_url: str) -> AsyncIterator[list[tuple[str, str]]]:
+    """Exchanges and queues a test declared on the shared broker: deleted afterwards, pass or fail."""
+    names: list[tuple[str, str]] = []
+    yield names
+    connection = await aio_pika.connect(amqp_url.replace("%2F", ""))
+    for kind, name in names:
+        channel = await connection.channel()
+        try:
+            await (channel.queue_delete(name) if kind == "queue" else channel.exchange_delete(name))
+        except Exception:
+            pass
+    await connection.close()
+
+
 async def _consumers(channel: Any, queue: str, count: int) -> None:
     deadline = time.monotonic() + 30
     while (await channel.declare_queue(queue, passive=True)).declaration_result.consumer_count < count:
@@ -123,10 +138,12 @@ async def queue_depth(amqp_url: str, queue: str) -> int:
 @pytest.mark.postgres
 @pytest.mark.timeout(180)
 async def test_three_publishers_two_collectors_one_killed(event_files: list[Path], databases: tuple[str, str],
-                                                          amqp_url: str, tmp_path: Path) -> None:
+                                                          amqp_url: str, tmp_path: Path,
+                                                          declared_here: list[tuple[str, str]]) -> None:
     direct, collected = databases
     run("load", *map(str, event_files), "--dest", direct, "-q")
     exchange, queue = unique("streamer-coll-ex"), unique("streamer-coll-q")
+    declared_here.extend([("exchange", exchange), ("queue", queue)])
     connection = await aio_pika.connect(amqp_url.replace("%2F", ""))
     channel = await connection.channel()  # the site's set-up: what `?declare=true&bind=` would make
     await channel.declare_exchange(exchange, "topic", durable=True)
