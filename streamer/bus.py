@@ -134,7 +134,8 @@ class Route:
             groups.append((seq, len(taken)))
         return seq, taken, groups
 
-    async def run(self, on_ack: Callable[[], None]) -> None:
+    async def run(self, on_ack: Callable[[], None],
+                  on_delivered: Callable[[Route, list[tuple[int, int]]], None] | None = None) -> None:
         while True:
             self._refill()
             if not self.pending:
@@ -156,6 +157,8 @@ class Route:
                 self.stats.delivered += len(events)
                 self.stats.batches += 1
                 self.buffered -= len(events)
+                if on_delivered is not None:
+                    on_delivered(self, groups)
             elif exact:
                 self.marks.append((seq, self.endpoint.mark()))
             self.acked_seq = seq
@@ -201,6 +204,9 @@ class Bus:
     _committer: asyncio.Task[None] | None = None
     _closed: bool = False
     _commit_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    on_delivered: Callable[[Route, list[tuple[float, int]]], None] | None = None
+    """Observer (metrics): called after each write with (time published, events) per source batch."""
+    _published_at: deque[tuple[int, float]] = field(default_factory=deque)
 
     async def start(self) -> None:
         """Open every endpoint (concurrently) and start their tasks."""
@@ -220,11 +226,30 @@ class Bus:
 
     async def _run_route(self, route: Route) -> None:
         try:
-            await route.run(self._ack_event.set)
+            await route.run(self._ack_event.set, self._delivered if self.on_delivered is not None else None)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # endpoint failure: report, apply policy
             self._fail(route, exc)
+
+    def _delivered(self, route: Route, groups: list[tuple[int, int]]) -> None:
+        times, start, published = [], 0, self._published_at
+        for seq, end in groups:
+            index = seq - published[0][0] if published else -1  # seqs there are consecutive
+            if 0 <= index < len(published):
+                times.append((published[index][1], end - start))
+            start = end
+        if self.on_delivered is not None:
+            self.on_delivered(route, times)
+
+    def lag(self, route: Route) -> float:
+        """Seconds since the oldest source batch `route` has not acknowledged was published (0: none)."""
+        if route.acked_seq >= self._seq or route.failed is not None:
+            return 0.0
+        for seq, at in self._published_at:
+            if seq > route.acked_seq:
+                return max(0.0, time.monotonic() - at)
+        return 0.0
 
     def _fail(self, route: Route, exc: BaseException) -> None:
         route.failed = exc
@@ -254,6 +279,7 @@ class Bus:
         self._seq += 1
         seq = self._seq
         self._positions.append((seq, batch.position))
+        self._published_at.append((seq, time.monotonic()))
         for route in self.routes:
             if route.failed is None:
                 await route.put(seq, batch.events)
@@ -301,6 +327,8 @@ class Bus:
             if popped is not None:  # a batch may carry no position of its own
                 position, found, at = popped, True, seq
         self._committed_seq = max(self._committed_seq, target)
+        while self._published_at and self._published_at[0][0] <= target:
+            self._published_at.popleft()
         if found and position is not None and self.commit is not None:
             marks = self._marks_at(at)
             if marks:  # saved with the position, in the same atomic write

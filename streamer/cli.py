@@ -15,6 +15,7 @@ from .endpoints import EndpointError
 from .filters import EventFilter, FilterError
 from .cli_jobstate import is_jobstate_log, run_jobstate
 from .runtime import run, setup_logging
+from .sources.base import SourceError
 from .urls import mask
 
 log = logging.getLogger("streamer")
@@ -82,6 +83,8 @@ def _endpoint_options(parser: argparse.ArgumentParser) -> None:
                             "pegasus-db-admin update does (default: refuse it, naming that command)")
     group.add_argument("--on-error", choices=("stop", "isolate"),
                        help="a failing endpoint stops the run (default) or is isolated while the others go on")
+    group.add_argument("--metrics", metavar="HOST:PORT",
+                       help="serve Prometheus metrics on http://HOST:PORT/metrics and health on /healthz")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -101,7 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
                                epilog=EPILOG, formatter_class=HelpFormatter)
     load.add_argument("files", nargs="+", metavar="FILE",
                       help=".bp or .jsonl event file(s), one DAGMan jobstate.log (recognised by its lines), "
-                           "or Chimbuko provenance exports (anomalies.jsonl, ...)")
+                           "Chimbuko provenance exports (anomalies.jsonl, ...), or one RabbitMQ queue to collect: "
+                           "amqp://user:pass@host/vhost/QUEUE[?declare=true&bind=EXCHANGE&prefetch=N&idle=S]")
     _endpoint_options(load)
     load.add_argument("-f", "--follow", action="store_true",
                       help="keep reading as the files grow (rotation, truncation, late creation handled)")
@@ -172,6 +176,10 @@ def build_parser() -> argparse.ArgumentParser:
 def collect_endpoints(args: argparse.Namespace, defaults: list[str] | None = None) -> Settings:
     """Endpoints from --config, --conf and --dest (in that order); `defaults` if none."""
     settings = Settings()
+    if getattr(args, "metrics", None):
+        from .metrics import parse_address
+
+        parse_address(args.metrics)  # a usage error before anything starts
     if getattr(args, "config", None):
         settings = load_toml(args.config)
     if getattr(args, "conf", None):
@@ -209,6 +217,10 @@ async def cmd_load(args: argparse.Namespace) -> int:
     settings = collect_endpoints(args)
     if not settings.endpoints:
         raise ConfigError("no endpoint: give --dest URL (e.g. --dest file:///tmp/events.jsonl), --config or --conf")
+    if any(name.startswith(("amqp://", "amqps://")) for name in args.files):
+        from .sources.collect import run_collector
+
+        return await run_collector(args, settings)
     jobstate_logs = [name for name in args.files if is_jobstate_log(Path(name))]
     if jobstate_logs:
         if len(args.files) > 1:
@@ -224,7 +236,7 @@ async def cmd_load(args: argparse.Namespace) -> int:
     source = open_source(args.files, follow=args.follow, checkpoint=args.checkpoint or settings.checkpoint,
                          strict=args.strict, report=_report)
     result = await run_pipeline(source, settings.endpoints, on_error=settings.on_error,
-                                progress=None if not args.quiet else False)
+                                progress=None if not args.quiet else False, metrics=args.metrics)
     if not args.quiet:
         print_summary(result, sys.stderr, bad_lines=source.stats.bad)
     if args.strict and source.stats.bad and result.exit_code == 0:
@@ -326,7 +338,8 @@ async def cmd_monitor(args: argparse.Namespace, *, follow: bool) -> int:
     if not source.plain:  # Pegasus's tools read these; a plain DAG's directory is left as DAGMan made it
         markers.write_started(Path(source.submit_dir), started)
     result = await run_pipeline(source, settings.endpoints, on_error=settings.on_error, defaults=defaults,
-                                progress=None if not args.quiet else False, label="events")
+                                progress=None if not args.quiet else False, label="events",
+                                metrics=args.metrics)
     if result.exit_code == 0 and result.interrupted is None and not source.plain:
         markers.write_done(Path(source.submit_dir), started, time.time())
     if not args.quiet:
@@ -374,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging(getattr(args, "verbose", 0))
     try:
         return run(dispatch(args))
-    except (ConfigError, FilterError, EndpointError, ValueError, OSError) as exc:
+    except (ConfigError, FilterError, EndpointError, SourceError, ValueError, OSError) as exc:  # MetricsError too
         sys.stderr.write(f"streamer: error: {mask(str(exc))}\n")
         return 2
     except KeyboardInterrupt:

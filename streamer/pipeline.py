@@ -13,6 +13,7 @@ from .bus import Bus, BusError, make_route
 from .config import EndpointSpec
 from .endpoints import EndpointError, create_endpoint
 from .endpoints.base import Endpoint
+from .endpoints.deadletter import with_dead_letters
 from .runtime import install_signal_handlers
 from .sources.base import Source, SourceError
 from .urls import mask
@@ -63,7 +64,7 @@ def build_endpoints(specs: list[EndpointSpec], defaults: dict[str, Any] | None =
     endpoints = []
     for spec in specs:
         options = {**(defaults or {}), **spec.options}
-        endpoints.append((create_endpoint(spec.url, options), spec))
+        endpoints.append((with_dead_letters(create_endpoint(spec.url, options)), spec))
     return endpoints
 
 
@@ -72,11 +73,12 @@ async def run_pipeline(source: Source, specs: list[EndpointSpec], *, on_error: s
                        stderr: TextIO | None = None, label: str = "events",
                        endpoints: list[Endpoint] | None = None,
                        extra: list[tuple[Endpoint, EndpointSpec]] | None = None,
-                       signals: bool = True) -> RunResult:
+                       signals: bool = True, metrics: str | None = None) -> RunResult:
     """Run `source` into the endpoints of `specs` until it ends or a signal stops it.
 
     `extra`: endpoints built by the caller (with their specs) added to those of
-    `specs`; `signals=False`: the caller handles SIGINT/SIGTERM itself.
+    `specs`; `signals=False`: the caller handles SIGINT/SIGTERM itself;
+    `metrics`: HOST:PORT to serve Prometheus metrics and /healthz on while it runs.
     """
     err = stderr or sys.stderr
     routes = []
@@ -90,6 +92,7 @@ async def run_pipeline(source: Source, specs: list[EndpointSpec], *, on_error: s
         if key is not None and key in saved:
             route.endpoint.resume(saved[key])
     bus = Bus(routes, on_error=on_error, commit=source.commit)
+    exporter = await start_metrics(metrics, bus, source)
     show = err.isatty() if progress is None else progress
     meter = Progress(err, show)
     stopped: list[int] = []
@@ -124,12 +127,26 @@ async def run_pipeline(source: Source, specs: list[EndpointSpec], *, on_error: s
         source.stop()
         await bus.close()
         await source.close()
+        if exporter is not None:
+            await exporter.stop()
     if bus.error is not None:
         exit_code = 1
     if stopped and exit_code == 0 and not getattr(source, "follow", False):
         exit_code = 128 + stopped[0]
     return RunResult(exit_code, bus.published_events, time.monotonic() - started, bus.summary(),
                      stopped[0] if stopped else None, bus.route_stats())
+
+
+async def start_metrics(address: str | None, bus: Bus, source: Source) -> Any:
+    """A `Metrics` exporter serving `address` with `bus` attached (None without an address)."""
+    if not address:
+        return None
+    from .metrics import source_label, start_exporter
+
+    one = hasattr(source, "submit_dir")  # the workflow monitor follows one workflow (and its sub-workflows)
+    exporter = await start_exporter(address, workflows=lambda: int(one and not getattr(source, "finished", False)))
+    exporter.attach(bus, source=source_label(source), health=getattr(source, "health", None))
+    return exporter
 
 
 def print_summary(result: RunResult, stream: TextIO, *, bad_lines: int = 0) -> None:

@@ -23,6 +23,7 @@ from streamer.endpoints.amqp import (MONITORD_EVENTS, AMQPEndpoint, content_head
                                      routing_key)
 from streamer.events import Event, bp, jsonenc
 from streamer.sources.amqp import AMQPSource, binding_keys
+from streamer.sources.base import SourceError
 from streamer.sources.base import Batch
 from streamer.spool import Spool, SpoolError, SpoolFull
 
@@ -373,7 +374,7 @@ async def test_source_tails_an_exchange(amqp_url: str, golden: Path, tmp_path: P
 @pytest.mark.rabbitmq
 async def test_source_missing_queue_is_a_clear_error(amqp_url: str) -> None:
     source = AMQPSource(f"{amqp_url}/x", queue=unique("streamer-test-nope"))
-    with pytest.raises(EndpointError, match=r"amqp://guest@127\.0\.0\.1:\d+/%2F/x: NOT_FOUND - no queue"):
+    with pytest.raises(SourceError, match=r"amqp://guest@127\.0\.0\.1:\d+/%2F/x: NOT_FOUND - no queue"):
         async for _ in source.batches():
             pass
     await source.close()

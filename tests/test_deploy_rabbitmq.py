@@ -35,9 +35,10 @@ ROOT = Path(__file__).resolve().parent.parent
 RABBIT = ROOT / "deploy" / "rabbitmq"
 EXCHANGE = "workflows"
 QUEUE = "workflows-es"
-USERS = ("admin", "streamer", "logstash", "viewer")
+USERS = ("admin", "streamer", "logstash", "viewer", "collector")
 PASSWORD_VARS = {"admin": "RABBITMQ_ADMIN_PASSWORD", "streamer": "STREAMER_AMQP_PASSWORD",
-                 "logstash": "LOGSTASH_AMQP_PASSWORD", "viewer": "VIEWER_AMQP_PASSWORD"}
+                 "logstash": "LOGSTASH_AMQP_PASSWORD", "viewer": "VIEWER_AMQP_PASSWORD",
+                 "collector": "COLLECTOR_AMQP_PASSWORD"}
 
 # What the Logstash queue must NOT receive: the static workflow description
 # (kept in the Stampede DB, not in Elasticsearch). Everything else in the
@@ -197,7 +198,9 @@ def test_definitions_shape() -> None:
     assert perms["logstash"] == ("^$", "^$", "^workflows-es$")
     assert all(u["password"].startswith("${") for u in defs["users"])  # no secret in the file
     assert [(e["name"], e["type"], e["durable"]) for e in defs["exchanges"]] == [(EXCHANGE, "topic", True)]
-    assert [(q["name"], q["durable"], q["auto_delete"]) for q in defs["queues"]] == [(QUEUE, True, False)]
+    assert perms["collector"] == ("^$", "^$", "^workflows-db$")
+    assert [(q["name"], q["durable"], q["auto_delete"], q["arguments"]) for q in defs["queues"]] == [
+        (QUEUE, True, False, {}), ("workflows-db", True, False, {"x-single-active-consumer": True})]
 
 
 def test_render_refuses_missing_and_unsafe_passwords(tmp_path: Path) -> None:

@@ -9,7 +9,8 @@ template=${DEFINITIONS_TEMPLATE:-/etc/rabbitmq/definitions.template.json}
 target=${DEFINITIONS_TARGET:-/tmp/rabbitmq-definitions.json}
 defs=$(<"$template")
 
-for name in RABBITMQ_ADMIN_PASSWORD STREAMER_AMQP_PASSWORD LOGSTASH_AMQP_PASSWORD VIEWER_AMQP_PASSWORD; do
+for name in RABBITMQ_ADMIN_PASSWORD STREAMER_AMQP_PASSWORD LOGSTASH_AMQP_PASSWORD VIEWER_AMQP_PASSWORD \
+        COLLECTOR_AMQP_PASSWORD; do
     value=${!name:-}
     if [[ -z $value ]]; then
         echo "render-definitions: $name is not set (see deploy/.env.example)" >&2

@@ -38,20 +38,19 @@ import asyncio
 import hashlib
 import logging
 import os
-import ssl
 import struct
 import time
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
-from urllib.parse import unquote, urlsplit
 
 import aio_pika
 from aiormq.abc import ChannelFrame
 from pamqp import frame as pframe
 from pamqp.commands import Basic
 
+from .. import amqpconn
+from ..amqpconn import _PERMANENT, AMQPTarget, BrokerUnavailable, _reason, _truthy, connect, tls_context  # noqa: F401
 from ..events import Event, jsonenc
 from ..spool import Spool, SpoolError, SpoolFull
 from ..urls import EndpointURL, mask
@@ -59,15 +58,6 @@ from .base import Endpoint, EndpointError
 
 log = logging.getLogger("streamer.amqp")
 
-
-class _QuietConnectErrors(logging.Filter):
-    """aiormq logs every failed connection attempt as an ERROR; we report the outage once, ourselves."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith("error when creating transport")
-
-
-logging.getLogger("aiormq.connection").addFilter(_QuietConnectErrors())
 
 MONITORD_EVENTS = "stampede.job_inst.tag,stampede.job_inst.composite,stampede.inv.end,stampede.wf.plan"
 DEFAULT_SPOOL_BYTES = 1 << 30
@@ -86,72 +76,12 @@ Item = tuple[str, str, int, bytes]
 """A message to publish: routing key, message id, timestamp, body."""
 
 
-class BrokerUnavailable(Exception):
-    """The broker cannot take messages right now (unreachable, connection lost, no confirms).
-
-    `permanent` marks failures retrying will not fix (bad credentials, exchange
-    declared with other properties, access refused): fatal when opening.
-    """
-
-    def __init__(self, message: str, *, permanent: bool = False) -> None:
-        super().__init__(message)
-        self.permanent = permanent
-
-
-_PERMANENT = ("ACCESS_REFUSED", "PRECONDITION_FAILED", "NOT_FOUND", "NOT_ALLOWED", "authentication", "Authentication")
-
-
-# ---------------------------------------------------------------- URL and options
-
-@dataclass(frozen=True)
-class AMQPTarget:
-    """Where to publish: broker address, credentials, vhost and exchange."""
-
-    tls: bool
-    host: str
-    port: int
-    user: str
-    password: str
-    vhost: str
-    exchange: str
-
-    @property
-    def display(self) -> str:
-        """The target without its password (safe to log)."""
-        scheme = "amqps" if self.tls else "amqp"
-        vhost = self.vhost.replace("%", "%25").replace("/", "%2F")
-        return f"{scheme}://{self.user}@{self.host}:{self.port}/{vhost}/{self.exchange}"
-
-
 def parse_target(url: str, *, need_exchange: bool = True) -> AMQPTarget:
-    """Split `amqp[s]://[user:pass@]host[:port]/[vhost/]exchange` (vhost URL-encoded)."""
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    if scheme not in ("amqp", "amqps"):
-        raise EndpointError(f"not an AMQP URL: {mask(url)}")
-    if not parts.hostname:
-        raise EndpointError(f"{mask(url)}: no broker host")
-    segments = parts.path.split("/")[1:] if parts.path else []
-    if segments and segments[-1] == "" and len(segments) > 1:
-        segments = segments[:-1]
-    if len(segments) >= 2:
-        vhost, exchange = unquote("/".join(segments[:-1])), unquote(segments[-1])
-    elif len(segments) == 1:
-        vhost, exchange = "/", unquote(segments[0])
-    else:
-        vhost, exchange = "/", ""
-    if not exchange and need_exchange:
-        raise EndpointError(f"{mask(url)}: no exchange (expected amqp://host/vhost/exchange)")
+    """`amqpconn.parse_target`, its usage errors as this endpoint's."""
     try:
-        port = parts.port or (5671 if scheme == "amqps" else 5672)
-    except ValueError:
-        raise EndpointError(f"{mask(url)}: bad port") from None
-    return AMQPTarget(
-        tls=scheme == "amqps", host=parts.hostname, port=port,
-        user=unquote(parts.username) if parts.username else "guest",
-        password=unquote(parts.password) if parts.password else "guest",
-        vhost=vhost or "/", exchange=exchange,
-    )
+        return amqpconn.parse_target(url, need_exchange=need_exchange)
+    except amqpconn.AMQPURLError as exc:
+        raise EndpointError(str(exc)) from None
 
 
 def routing_key(name: str, mode: str) -> str:
@@ -167,46 +97,6 @@ def parse_size(value: Any) -> int:
         return int(float(number) * scale)
     except ValueError:
         raise EndpointError(f"bad size {value!r} (e.g. 1073741824, 512M, 2G)") from None
-
-
-def _truthy(value: Any) -> bool:
-    return value if isinstance(value, bool) else str(value).strip().lower() in ("1", "true", "yes", "on")
-
-
-def tls_context(options: dict[str, Any]) -> ssl.SSLContext:
-    """TLS for amqps: system CAs or `cafile`, client cert `certfile`/`keyfile`, `verify=false` to skip checks."""
-    context = ssl.create_default_context(cafile=options.get("cafile") or None)
-    if options.get("certfile"):
-        context.load_cert_chain(options["certfile"], options.get("keyfile") or None)
-    if not _truthy(options.get("verify", True)):
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    return context
-
-
-async def connect(target: AMQPTarget, options: dict[str, Any], *, name: str = "streamer") -> aio_pika.abc.AbstractConnection:
-    """A plain (non-robust) aio-pika connection: reconnecting is the caller's job."""
-    timeout = float(options.get("connect_timeout", OPTIONS["connect_timeout"]))
-    kwargs: dict[str, Any] = dict(
-        host=target.host, port=target.port, login=target.user, password=target.password,
-        virtualhost=target.vhost, timeout=timeout, heartbeat=int(options.get("heartbeat", 60)),
-        client_properties={"connection_name": name},
-    )
-    if target.tls:
-        kwargs.update(ssl=True, ssl_context=tls_context(options))
-    try:
-        return await asyncio.wait_for(aio_pika.connect(**kwargs), timeout + 1)
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:  # refused, DNS, TLS, timeout: "not now"; auth, vhost: permanent
-        reason = _reason(exc)
-        raise BrokerUnavailable(f"cannot connect to {target.display}: {reason}",
-                                permanent=any(p in reason for p in _PERMANENT)) from None
-
-
-def _reason(exc: BaseException) -> str:
-    text = str(exc) or type(exc).__name__
-    return mask(text)
 
 
 # ---------------------------------------------------------------- frames
@@ -599,6 +489,13 @@ class AMQPEndpoint(Endpoint):
         if self.publisher is not None:
             publisher, self.publisher = self.publisher, None
             await publisher.close()
+
+    def health(self) -> str | None:
+        """None while the broker takes messages, else why not (`/healthz`, streamer/metrics.py)."""
+        if not self._opened or (self.publisher is not None and self.publisher.alive):
+            return None
+        spooled = f"; {len(self.spool):,} events spooled in {self.spool_dir}" if self.spool is not None else ""
+        return f"broker unreachable ({self._last_error or 'connection lost'}){spooled}"
 
     def _note_down(self, exc: BaseException) -> None:
         text = _reason(exc)

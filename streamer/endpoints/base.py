@@ -80,6 +80,11 @@ class Endpoint(abc.ABC):
         await self.write(batch)
         return [self.mark() for _ in ends]
 
+    def health(self) -> str | None:
+        """None while the endpoint can deliver, else a reason (its broker or server is unreachable):
+        `/healthz` answers 503 with it (`streamer/metrics.py`)."""
+        return None
+
     async def flush(self) -> None:
         """Make everything written so far durable (e.g. fsync). Called at checkpoints and exit."""
 

@@ -25,11 +25,15 @@ class WriteStats:
         self.batches = 0
         self.retries = 0
         self.rejected: deque[str] = deque(maxlen=1000)
+        self.refused: list[Any] | None = None
+        """Set to a list to collect (event, reason) of each rejected event (the dead-letter layer does)."""
 
     def record(self, plan: Plan, endpoint_name: str) -> None:
         self.events += plan.events
         self.rows += plan.row_count
         self.batches += 1
+        if self.refused is not None:
+            self.refused.extend(plan.refused)
         for message in plan.rejected:
             self.rejected.append(message)
             log.warning("%s: %s", endpoint_name, message)

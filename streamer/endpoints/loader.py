@@ -210,6 +210,8 @@ class Plan:
     rc_meta: dict[tuple[str, str], Any] = field(default_factory=dict)
     wf_files: dict[tuple[int, int, str], Any] = field(default_factory=dict)
     rejected: list[str] = field(default_factory=list)
+    refused: list[tuple[Event, str]] = field(default_factory=list)
+    """The rejected events themselves, with the reason (for a dead-letter file: `deadletter.py`)."""
     events: int = 0
     strict: bool = False
     """Check VARCHAR lengths (PostgreSQL enforces them, SQLite does not)."""
@@ -537,13 +539,16 @@ class Loader:
                     handler = self._jobstate
                 else:
                     plan.rejected.append(f"{_describe(event)}: no Stampede table takes this event")
+                    plan.refused.append((event, "no Stampede table takes this event"))
                     continue
             try:
                 handler(plan, event)
             except Rejected as exc:
                 plan.rejected.append(f"{_describe(event)}: {exc}")
+                plan.refused.append((event, str(exc)))
             except (TypeError, ValueError, KeyError, AttributeError) as exc:
                 plan.rejected.append(f"{_describe(event)}: malformed ({type(exc).__name__}: {exc})")
+                plan.refused.append((event, f"malformed ({type(exc).__name__}: {exc})"))
         return plan
 
     def committed(self) -> None:

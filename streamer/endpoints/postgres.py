@@ -31,7 +31,8 @@ from .base import Endpoint, EndpointError
 from .dbcommon import WriteStats
 from . import provenance_schema, schema_version
 from .pgwriters import WriterLocks
-from .resilience import CONNECTION, RetryPolicy, RetryStats, TransientError, postgres_fault, retrying
+from .resilience import (CONNECTION, Rejected, RetryPolicy, RetryStats, TransientError, postgres_fault,
+                         rejects_content, retrying)
 from .loader import FRESH_TABLES, ID_TABLES, POSTGRESQL, Loader, Plan, doomed_sql, expunge_statements, insert_sql
 
 log = logging.getLogger("streamer.endpoints.db")
@@ -203,9 +204,9 @@ class PostgresEndpoint(Endpoint):
                 self._drop_connections()  # no pool left to keep re-dialling a server that is away
             if kind is not None:
                 raise TransientError(kind, str(exc) or type(exc).__name__) from None
-            if isinstance(exc, asyncpg.exceptions.PostgresError):
-                raise EndpointError(f"{self.name}: batch of {len(events)} events not written: "
-                                    f"{mask(str(exc))}") from None
+            if isinstance(exc, asyncpg.exceptions.PostgresError) or rejects_content(exc):
+                raise (Rejected if rejects_content(exc) else EndpointError)(
+                    f"{self.name}: batch of {len(events)} events not written: {mask(str(exc))}") from None
             raise
 
     async def _write_once(self, events: list[Event]) -> None:

@@ -56,6 +56,25 @@ class TransientError(Exception):
         self.detail = detail
 
 
+class Rejected(EndpointError):
+    """The endpoint refused the content of a batch for good (a value its column cannot hold, a constraint
+    it cannot satisfy, a message the broker cannot route): writing the same events again cannot succeed.
+
+    Without a dead-letter file it fails the endpoint as any error does; with one
+    (`?dead_letter=PATH`, `deadletter.py`) the refused events are set aside there
+    and the endpoint goes on."""
+
+
+def rejects_content(exc: BaseException) -> bool:
+    """Whether a driver's exception refuses the data rather than the connection or the schema:
+    PostgreSQL/SQLite/MySQL data exceptions (SQLSTATE class 22) and integrity violations (class 23)."""
+    state = getattr(exc, "sqlstate", None)
+    if isinstance(state, str):
+        return state[:2] in ("22", "23")
+    return isinstance(exc, (sqlite3.IntegrityError, sqlite3.DataError)) or type(exc).__name__ in (
+        "IntegrityError", "DataError")
+
+
 _PG_STATES = {"40P01": DEADLOCK, "40001": SERIALIZATION, "55P03": LOCK_TIMEOUT}
 
 

@@ -128,6 +128,11 @@ def _dotted_names(name: str) -> dict[str, str]:
     return table
 
 
+DEAD_LETTER_KEY = "dead_letter"
+"""Why an endpoint refused the event, in a dead-letter file's lines (`endpoints/deadletter.py`); not a field."""
+_NOT_FIELDS = frozenset(("event", JSON_ID_KEY, DEAD_LETTER_KEY))
+
+
 def from_dict(obj: dict[str, Any]) -> Event:
     """A monitord/streamer JSON object -> Event (raises JSONError)."""
     name = obj.get("event")
@@ -139,7 +144,7 @@ def from_dict(obj: dict[str, Any]) -> Event:
         except chimbuko.RecordError as exc:
             raise JSONError(str(exc)) from None
     names = _dotted_names(name)
-    raw = {names.get(k, k): v for k, v in obj.items() if k != "event" and k != JSON_ID_KEY}
+    raw = {names.get(k, k): v for k, v in obj.items() if k not in _NOT_FIELDS}
     if raw.get("level") == "Info":
         del raw["level"]
     if legacy.is_legacy(name):

@@ -2,7 +2,9 @@
 
 `streamer tail amqp://host/vhost/exchange --events 'stampede.job_inst.*'` binds
 an exclusive auto-delete queue (gone when we disconnect) or, with `--queue
-NAME`, reads an existing durable queue (bound by whoever set it up). Event
+NAME`, reads an existing durable queue (bound by whoever set it up). Reading a
+queue consumes it, so `--queue` takes no filter that could leave anything out:
+a tail never removes a message it does not show. Event
 patterns become topic bindings: `*` -> `#`, and a glob's `*` (which matches
 dots too) -> `#`; exclusions (`!pattern`) cannot be bindings, so then we bind
 `#` and filter here. Messages are acknowledged after their batch was yielded,
@@ -18,12 +20,11 @@ from typing import Any, AsyncIterator
 
 import orjson
 
-from ..endpoints.amqp import BrokerUnavailable, connect, parse_target
-from ..endpoints.base import EndpointError
+from ..amqpconn import BrokerUnavailable, connect, parse_target
 from ..events import jsonenc
 from ..filters import EventFilter
 from ..urls import mask
-from .base import Batch, Source
+from .base import Batch, Source, SourceError
 
 log = logging.getLogger("streamer.amqp")
 
@@ -65,6 +66,13 @@ class AMQPSource(Source):
         self.events = events or self.options.get("events")
         self.filter = EventFilter(self.events) if self.events else None
         self.queue_name = queue or self.options.get("queue")
+        if self.queue_name and self.filter is not None and not self.filter.matches_all:
+            # reading a queue consumes it: a message filtered out here would be deleted unseen
+            raise SourceError(
+                f"--queue {self.queue_name} with --events {self.events}: reading a queue consumes (removes) every "
+                f"message it reads, so the events the filter leaves out would be lost to the queue's other "
+                f"readers. Leave out --queue (a private queue bound to the exchange gets copies: filtering "
+                f"them takes nothing from anyone), or read the whole queue without --events")
         self.warnings: list[str] = []
         self._stopped = asyncio.Event()
         self._connection: Any = None
@@ -74,13 +82,13 @@ class AMQPSource(Source):
         try:
             self._connection = await connect(self.target, self.options, name="streamer tail")
         except BrokerUnavailable as exc:
-            raise EndpointError(str(exc)) from None
+            raise SourceError(str(exc)) from None
         try:
             return await self._declare()
-        except EndpointError:
+        except SourceError:
             raise
         except Exception as exc:  # refused, not found, connection lost: say so without a traceback
-            raise EndpointError(f"{self.target.display}: {mask(str(exc) or type(exc).__name__)}") from None
+            raise SourceError(f"{self.target.display}: {mask(str(exc) or type(exc).__name__)}") from None
 
     async def _declare(self) -> Any:
         channel = await self._connection.channel()
@@ -119,7 +127,7 @@ class AMQPSource(Source):
                 if get not in done:
                     get.cancel()
                     if closed in done and not self._stopped.is_set():
-                        raise EndpointError(f"{self.target.display}: connection to the broker lost")
+                        raise SourceError(f"{self.target.display}: connection to the broker lost")
                     break
                 messages = [get.result()]
                 while not inbox.empty() and len(messages) < MAX_BATCH:

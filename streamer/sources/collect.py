@@ -1,0 +1,28 @@
+"""`streamer load amqp://…/QUEUE --dest …`: the collector command (see `amqpqueue.py`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from ..config import ConfigError
+from ..urls import EndpointURL, mask, with_password
+
+
+async def run_collector(args: argparse.Namespace, settings: Any) -> int:
+    from ..pipeline import print_summary, run_pipeline
+    from .amqpqueue import QueueSource
+
+    if len(args.files) > 1:
+        raise ConfigError(f"{mask(args.files[0])}: a queue is collected on its own (one queue per streamer load)")
+    if args.checkpoint or settings.checkpoint:
+        raise ConfigError("--checkpoint does not apply to a queue: a message is acknowledged to the broker "
+                          "once every endpoint has it, which is the collector's checkpoint")
+    source = QueueSource(with_password(EndpointURL.parse(args.files[0])).raw)
+    result = await run_pipeline(source, settings.endpoints, on_error=settings.on_error,
+                                progress=None if not args.quiet else False, label="events",
+                                metrics=getattr(args, "metrics", None))
+    if not args.quiet:
+        print_summary(result, sys.stderr, bad_lines=source.stats_bad)
+    return result.exit_code
