@@ -341,6 +341,11 @@ def ddl(dialect: Dialect) -> list[str]:
     return out
 
 
+WIDENED: frozenset[tuple[str, str]] = frozenset(
+    (t.name, c.name) for t in TABLES for c in t.columns if c.kind == "bigint")
+"""(table, column) where streamer's type is wider than Pegasus's INTEGER (bytes do not fit 32 bits)."""
+
+
 class SchemaMismatch(RuntimeError):
     """The database holds tables that are not this Stampede schema."""
 
