@@ -7,7 +7,7 @@ from typing import Any
 
 from ..urls import EndpointURL, with_password
 from .base import Endpoint, EndpointError
-from .options import validate
+from .options import OptionError, validate
 
 # scheme -> "module:Class"; modules are imported only when a URL uses them, so a
 # missing optional driver never breaks the other endpoints.
@@ -48,7 +48,11 @@ def create_endpoint(url: str | EndpointURL, options: dict[str, Any] | None = Non
     parsed = with_password(parsed, options)  # password_file= / password_env=: kept off the command line
     cls = endpoint_class(parsed.scheme)
     # every option declared, typed and checked before anything opens: unknown names and bad values are usage errors
-    return cls(parsed, validate(cls, {**parsed.options, **options}, parsed.masked))
+    try:
+        checked = validate(cls, {**parsed.options, **options}, parsed.masked)
+    except OptionError as exc:
+        raise EndpointError(str(exc)) from None
+    return cls(parsed, checked)
 
 
 __all__ = ["Endpoint", "EndpointError", "REGISTRY", "create_endpoint", "endpoint_class"]
