@@ -254,7 +254,8 @@ async def cmd_load(args: argparse.Namespace) -> int:
         if path.is_dir():
             raise ConfigError(f"{name}: is a directory, not an event file (for a submit dir use: streamer replay {name})")
         _check_input(path, args.follow)
-    source = open_source(_distinct_inputs(args.files), follow=args.follow, checkpoint=args.checkpoint or settings.checkpoint,
+    inputs = _distinct_inputs(args.files)
+    source = open_source(inputs, follow=args.follow, checkpoint=args.checkpoint or settings.checkpoint,
                          strict=args.strict, report=_report)
     result = await run_pipeline(source, settings.endpoints, on_error=settings.on_error,
                                 progress=None if not args.quiet else False)

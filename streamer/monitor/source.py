@@ -109,8 +109,9 @@ class WorkflowSource(Source):
             elif self.destinations is not None and bound != self.destinations:
                 self._loaded = None
                 self._marks = {}
-                self.notes.append(f"{self.state_path}: saved for other endpoints ({', '.join(bound or ['?'])}); "
-                                  "starting from the beginning, so these endpoints get every event")
+                which = f"for other endpoints ({', '.join(bound)})" if bound else "without its endpoints"
+                self.notes.append(f"{self.state_path}: saved {which}; starting from the beginning, so these "
+                                  "endpoints get every event")
             elif data.get("initial"):  # a crash before the first checkpoint: from the start, files cut back
                 self._loaded = None
             else:
