@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Sequence
 
 from .endpoints.base import Endpoint
+from .endpoints.options import parse_size
 from .events import Event
 from .filters import EventFilter
 from .overflow import OverflowFile
@@ -400,8 +401,7 @@ def make_route(endpoint: Endpoint, events: str | None = None, *, buffer: int | N
     `overflow_dir` (default: the system's temporary directory).
     """
     patterns = events or endpoint.option("events") or endpoint.default_events
-    overflow = str(endpoint.option("overflow", DEFAULT_OVERFLOW_BYTES)).strip().lower()
-    overflow_bytes = 0 if overflow in ("off", "0", "false", "no") else int(overflow)
+    overflow_bytes = parse_size(endpoint.option("overflow", DEFAULT_OVERFLOW_BYTES))  # 1G, 512M, off
     return Route(
         endpoint,
         EventFilter(patterns),

@@ -12,11 +12,12 @@ from typing import Any
 from . import __version__
 from .config import ConfigError, EndpointSpec, Settings, from_properties, load_toml, normalise_url
 from .endpoints import EndpointError
+from .endpoints.options import help_text as option_help
 from .filters import EventFilter, FilterError
 from .cli_jobstate import is_jobstate_log, run_jobstate
 from .runtime import run, setup_logging
 from .sources.base import SourceError
-from .urls import mask
+from .urls import EndpointURL, mask
 
 log = logging.getLogger("streamer")
 
@@ -57,10 +58,36 @@ examples:
   streamer status /path/to/submit/dir --watch     # live progress, like pegasus-status -w
 """
 
+EPILOG += "\n" + option_help() + "\n"  # every URL option, from the endpoints' declarations (endpoints/options.py)
+
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     def __init__(self, prog: str) -> None:
         super().__init__(prog, max_help_position=34)
+
+
+class _Once(argparse.Action):
+    """An option that may be given once: a second `--events` would silently replace the first."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        if getattr(namespace, self.dest, None) not in (None, self.default):
+            parser.error(f"{option_string} given twice: give one comma-separated list "
+                         f"(--events 'stampede.xwf.*,stampede.inv.end')")
+        setattr(namespace, self.dest, values)
+
+
+def _warn_unmatched(patterns: str | None) -> None:
+    """Warn about filter patterns no known event name matches, with the nearest names."""
+    from .events.chimbuko import NAMES
+    from .events.schema import KNOWN_EVENTS
+    from .filters import unmatched
+
+    if not patterns:
+        return
+    for item, near in unmatched(patterns, KNOWN_EVENTS + NAMES):
+        hint = f"; did you mean {', '.join(near)}?" if near else ""
+        _report(f"warning: filter {item!r} matches no known event name{hint}")
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -72,7 +99,7 @@ def _endpoint_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("endpoints")
     group.add_argument("-d", "--dest", action="append", default=[], metavar="URL",
                        help="endpoint URL (repeatable); see the list below")
-    group.add_argument("--events", metavar="PATTERNS",
+    group.add_argument("--events", metavar="PATTERNS", action=_Once,
                        help="filter for endpoints that have none of their own (default: all events)")
     group.add_argument("--config", metavar="TOML", help="streamer.toml with [[endpoint]] tables")
     group.add_argument("--conf", metavar="PROPERTIES",
@@ -121,7 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
                                            "records show function, rank, io step, runtime and anomaly score.",
                                epilog=EPILOG, formatter_class=HelpFormatter)
     tail.add_argument("source", metavar="FILE|AMQP-URL")
-    tail.add_argument("--events", metavar="PATTERNS", default="*", help="only events matching these globs")
+    tail.add_argument("--events", metavar="PATTERNS", default="*", action=_Once,
+                      help="only events matching these globs")
     tail.add_argument("--format", choices=("pretty", "bp", "json"), default="pretty")
     tail.add_argument("--color", choices=("auto", "always", "never"), default="auto")
     tail.add_argument("--from-start", action="store_true", help="files: print what is already there first")
@@ -154,6 +182,10 @@ def build_parser() -> argparse.ArgumentParser:
         if follow:
             cmd.add_argument("--keep-alive", action="store_true",
                              help="after DAGMan exits, keep waiting for a restart (rescue DAG)")
+        else:
+            cmd.add_argument("--resume", action="store_true",
+                             help="go on from where an interrupted replay to the same endpoints stopped "
+                                  "(default: start from the beginning)")
         _common(cmd)
 
     from .status.cli import add_status_command
@@ -203,6 +235,7 @@ def collect_endpoints(args: argparse.Namespace, defaults: list[str] | None = Non
     for spec in settings.endpoints:
         if spec.events:
             EventFilter(spec.events)  # raise FilterError early, naming the pattern
+        _warn_unmatched(spec.events or EndpointURL.parse(spec.url).options.get("events"))
         if settings.encoding and spec.url.startswith("file:") and "encoding=" not in spec.url:
             spec.options.setdefault("encoding", settings.encoding.lower())
     return settings
@@ -233,7 +266,8 @@ async def cmd_load(args: argparse.Namespace) -> int:
         if path.is_dir():
             raise ConfigError(f"{name}: is a directory, not an event file (for a submit dir use: streamer replay {name})")
         _check_input(path, args.follow)
-    source = open_source(args.files, follow=args.follow, checkpoint=args.checkpoint or settings.checkpoint,
+    inputs = _distinct_inputs(args.files)
+    source = open_source(inputs, follow=args.follow, checkpoint=args.checkpoint or settings.checkpoint,
                          strict=args.strict, report=_report)
     result = await run_pipeline(source, settings.endpoints, on_error=settings.on_error,
                                 progress=None if not args.quiet else False, metrics=args.metrics)
@@ -255,6 +289,26 @@ def _check_input(path: Path, follow: bool) -> None:
             raise ConfigError(str(exc)) from None
     except FollowError as exc:
         raise ConfigError(str(exc)) from None
+
+
+def _distinct_inputs(names: list[str]) -> list[str]:
+    """Each input file once: the same file given twice (or through a link) is read once, by device and inode."""
+    seen: dict[tuple[int, int], str] = {}
+    out = []
+    for name in names:
+        try:
+            st = Path(name).stat()
+        except OSError:  # not there yet (--follow waits for it)
+            key = None
+        else:
+            key = (st.st_dev, st.st_ino)
+        if key is not None and key in seen:
+            _report(f"{name}: the same file as {seen[key]}: read once")
+            continue
+        if key is not None:
+            seen[key] = name
+        out.append(name)
+    return out
 
 
 def _report(message: str) -> None:
@@ -286,6 +340,7 @@ async def cmd_tail(args: argparse.Namespace) -> int:
     from .pipeline import run_pipeline
     from .urls import EndpointURL
 
+    _warn_unmatched(args.events)
     terminal = TerminalEndpoint(EndpointURL.parse("-"), {"format": args.format, "color": args.color,
                                                           "events": args.events})
     if args.source.startswith(("amqp://", "amqps://")):
@@ -329,11 +384,19 @@ async def cmd_monitor(args: argparse.Namespace, *, follow: bool) -> int:
         raise ConfigError(f"{args.path}: no such submit directory, dagman.out or jobstate.log file")
     source = WorkflowSource(path, follow=follow, recursive=not args.no_recursive, timezone=args.timezone,
                             keep_alive=getattr(args, "keep_alive", False), write_jobstate=not args.no_jobstate,
-                            state_path=Path(args.state) if args.state else None, parser=args.parser)
+                            state_path=Path(args.state) if args.state else None, parser=args.parser,
+                            resume=follow or args.resume)
     settings = collect_endpoints(args, defaults=[source.default_db_url()])
+    source.destinations = sorted(f"{mask(s.url)} events={s.events or '*'}" for s in settings.endpoints)
     defaults = {"replay": not args.append and not follow and not source.will_resume()}
+    for note in source.notes:
+        _report(note)
     if not args.dest and not args.config and not args.conf and not args.quiet:
         sys.stderr.write(f"streamer: no --dest: writing {mask(settings.endpoints[0].url)} and jobstate.log\n")
+    elif not source.plain and not any(s.url == source.default_db_url() for s in settings.endpoints):
+        sys.stderr.write(f"streamer: note: {source.default_db_url().rsplit('/', 1)[-1]} is not written (endpoints "
+                         f"given), so pegasus-analyzer and pegasus-statistics cannot read this run; add "
+                         f"--dest {source.default_db_url()} to keep monitord's database\n")
     started = time.time()
     if not source.plain:  # Pegasus's tools read these; a plain DAG's directory is left as DAGMan made it
         markers.write_started(Path(source.submit_dir), started)

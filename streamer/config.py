@@ -79,6 +79,9 @@ def load_toml(path: str | Path) -> Settings:
         raise ConfigError(f"{path}: cannot read: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: {exc}") from None
+    unknown = sorted(set(data) - {"on_error", "checkpoint", "endpoint"})
+    if unknown:
+        raise ConfigError(f"{path}: unknown key {unknown[0]!r} (known: on_error, checkpoint, [[endpoint]])")
     settings = Settings(on_error=str(data.get("on_error", "stop")), checkpoint=data.get("checkpoint"))
     tables = data.get("endpoint", [])
     if not isinstance(tables, list):
@@ -87,6 +90,7 @@ def load_toml(path: str | Path) -> Settings:
         if not isinstance(table, dict) or "url" not in table:
             raise ConfigError(f"{path}: endpoint #{index} has no url")
         options = {k: v for k, v in table.items() if k not in ("url", "events", "buffer", "batch")}
+        _check_keys(path, index, str(table["url"]), options)
         settings.endpoints.append(EndpointSpec(
             url=normalise_url(str(table["url"])),
             events=_events_text(table.get("events")),
@@ -97,6 +101,21 @@ def load_toml(path: str | Path) -> Settings:
     if settings.on_error not in ("stop", "isolate"):
         raise ConfigError(f"{path}: on_error must be 'stop' or 'isolate', not {settings.on_error!r}")
     return settings
+
+
+def _check_keys(path: str | Path, index: int, url: str, options: dict[str, Any]) -> None:
+    """An option name the endpoint does not declare (`evnts = ...`) is an error naming the file and table."""
+    from .endpoints import EndpointError, endpoint_class
+    from .endpoints.options import OptionError, check_keys
+
+    try:
+        cls = endpoint_class(EndpointURL.parse(normalise_url(url)).scheme)
+    except EndpointError:
+        return  # an unknown scheme is reported when the endpoint is built
+    try:
+        check_keys(cls, options, f"{path}: endpoint #{index}")
+    except OptionError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _events_text(value: Any) -> str | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Iterable
 
-__all__ = ["EventFilter", "FilterError"]
+__all__ = ["EventFilter", "FilterError", "unmatched"]
 
 
 class FilterError(ValueError):
@@ -63,3 +63,25 @@ class EventFilter:
 
     def __repr__(self) -> str:
         return f"EventFilter({self.text!r})"
+
+
+def unmatched(patterns: str, known: Iterable[str]) -> list[tuple[str, list[str]]]:
+    """The include patterns of `patterns` that match none of the `known` event names, each with the
+    nearest known names (`job_inst.main.end` -> `stampede.job_inst.main.end`): a filter that can never
+    pass an event is almost always a typo."""
+    import difflib
+
+    names = list(known)
+    out = []
+    for item in (p.strip() for p in patterns.split(",")):
+        if not item or item.startswith("!"):
+            continue
+        compiled = _compile(item)
+        if any(compiled.match(name) for name in names):
+            continue
+        prefixed = _compile("stampede." + item)
+        near = [name for name in names if prefixed.match(name)][:3]
+        if not near:
+            near = difflib.get_close_matches(item.replace("*", "").replace("?", ""), names, n=3, cutoff=0.6)
+        out.append((item, near))
+    return out

@@ -129,8 +129,8 @@ async def run_pipeline(source: Source, specs: list[EndpointSpec], *, on_error: s
         await source.close()
         if exporter is not None:
             await exporter.stop()
-    if bus.error is not None:
-        exit_code = 1
+    if bus.error is not None or any(failed for _, _, failed in bus.summary()):
+        exit_code = 1  # --on-error isolate too: the others completed, but cron and systemd must see it
     if stopped and exit_code == 0 and not getattr(source, "follow", False):
         exit_code = 128 + stopped[0]
     return RunResult(exit_code, bus.published_events, time.monotonic() - started, bus.summary(),

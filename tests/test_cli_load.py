@@ -120,7 +120,7 @@ def test_tail_bp_and_pretty_formats(montage: Path, capsys) -> None:
     assert main(["tail", str(montage), "--no-follow", "--from-start", "--color", "never",
                  "--events", "stampede.xwf.start"]) == 0
     pretty = capsys.readouterr().out.splitlines()
-    assert len(pretty) == 1 and " xwf.start " in pretty[0] and "\x1b[" not in pretty[0]
+    assert len(pretty) == 1 and " stampede.xwf.start " in pretty[0] and "\x1b[" not in pretty[0]
     assert pretty[0].startswith("2012-03-14 ")
 
 

@@ -9,8 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from streamer.bus import Bus, make_route
-from streamer.endpoints import create_endpoint
+from streamer.endpoints import EndpointError, create_endpoint
 from streamer.endpoints.files import encode_batch
 from streamer.events import bp
 from streamer.sources.base import Batch
@@ -84,9 +86,10 @@ def test_resume_cuts_back_only_the_file_the_checkpoint_recorded(tmp_path: Path, 
     assert out.stat().st_size == st.st_size
     assert "shorter than the 1000" in caplog.text
 
-    # mode=truncate starts afresh whatever the mark
-    _open(f"file://{out}?mode=truncate", {"length": 3, "dev": st.st_dev, "ino": st.st_ino})
-    assert out.read_bytes() == b""
+    # mode=truncate cannot resume (issue 16 item 4: it would lose every event before the checkpoint)
+    with pytest.raises(EndpointError, match=r"\?mode=truncate cannot resume from a checkpoint"):
+        _open(f"file://{out}?mode=truncate", {"length": 3, "dev": st.st_dev, "ino": st.st_ino})
+    assert out.stat().st_size == st.st_size
 
 
 def test_load_checkpoint_keeps_the_file_length_and_a_rerun_cuts_back(tmp_path: Path) -> None:

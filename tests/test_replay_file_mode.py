@@ -49,5 +49,6 @@ def test_unknown_mode_is_a_clear_error(tmp_path: Path, python: str) -> None:
     run = subprocess.run([python, "-m", "streamer", "replay", str(log), "--dest", f"file://{tmp_path}/x.bp?mode=rewrite"],
                          capture_output=True, text=True)
     assert run.returncode != 0
-    assert "unknown mode 'rewrite' (use append or truncate)" in run.stderr
+    assert "option mode: 'rewrite' is not one of append, truncate" in run.stderr
+    assert run.returncode == 2
     assert "Traceback" not in run.stderr

@@ -7,6 +7,7 @@ from typing import Any
 
 from ..urls import EndpointURL, with_password
 from .base import Endpoint, EndpointError
+from .options import OptionError, validate
 
 # scheme -> "module:Class"; modules are imported only when a URL uses them, so a
 # missing optional driver never breaks the other endpoints.
@@ -45,7 +46,13 @@ def create_endpoint(url: str | EndpointURL, options: dict[str, Any] | None = Non
     parsed = url if isinstance(url, EndpointURL) else EndpointURL.parse(url)
     options = dict(options or {})
     parsed = with_password(parsed, options)  # password_file= / password_env=: kept off the command line
-    return endpoint_class(parsed.scheme)(parsed, options)
+    cls = endpoint_class(parsed.scheme)
+    # every option declared, typed and checked before anything opens: unknown names and bad values are usage errors
+    try:
+        checked = validate(cls, {**parsed.options, **options}, parsed.masked)
+    except OptionError as exc:
+        raise EndpointError(str(exc)) from None
+    return cls(parsed, checked)
 
 
 __all__ = ["Endpoint", "EndpointError", "REGISTRY", "create_endpoint", "endpoint_class"]

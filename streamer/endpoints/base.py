@@ -16,6 +16,7 @@ from typing import Any, Callable, ClassVar, Sequence, TypeVar
 
 from ..events import Event
 from ..urls import EndpointURL
+from .options import Option, parse_bool
 
 log = logging.getLogger("streamer.endpoints")
 
@@ -33,6 +34,8 @@ class Endpoint(abc.ABC):
     """Base of all endpoints: subclass, set `schemes`, implement `write`."""
 
     schemes: ClassVar[tuple[str, ...]] = ()
+    declared_options: ClassVar[tuple[Option, ...] | None] = None
+    """This endpoint's own options (`options.py`), beyond the bus's and the common ones."""
     default_events: ClassVar[str] = "*"
     """Filter used when neither `?events=` nor the config gives one."""
 
@@ -120,9 +123,7 @@ class Endpoint(abc.ABC):
         value = self.options.get(key)
         if value is None:
             return default
-        if isinstance(value, bool):
-            return value
-        return str(value).strip().lower() in ("1", "true", "yes", "on")
+        return parse_bool(value)
 
 
 def _subject(event: Event) -> str:

@@ -28,6 +28,7 @@ import aiofiles
 from ..events import Event, bp, bsonenc, jsonenc
 from ..events.event import ensure_ids
 from ..urls import EndpointURL
+from . import options as option_specs
 from .base import Endpoint, EndpointError
 
 JSON_SUFFIXES = (".jsonl", ".json", ".ndjson")
@@ -66,6 +67,7 @@ def encode_batch(events: Sequence[Event], encoding: str) -> bytes:
 
 
 class FileEndpoint(Endpoint):
+    declared_options = option_specs.FILE
     schemes = ("file",)
 
     def __init__(self, url: EndpointURL, options: dict | None = None) -> None:
@@ -98,6 +100,11 @@ class FileEndpoint(Endpoint):
 
     def resume(self, mark: Any) -> None:
         if isinstance(mark, dict) and isinstance(mark.get("length"), int):
+            if self.truncate and self.option("mode") is not None:
+                # the source resumes after the checkpoint: truncating would lose every event before it
+                raise EndpointError(f"{self.url.masked}: ?mode=truncate cannot resume from a checkpoint (the "
+                                    "events before it would be lost): drop ?mode=truncate to resume, or remove "
+                                    "the checkpoint to start over")
             self._resume = mark
 
     def mark(self) -> dict[str, Any]:

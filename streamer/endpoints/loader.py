@@ -129,6 +129,7 @@ _COLUMNS = {t.name: t.column_names for t in schema.TABLES}
 _NOT_NULL = {t.name: tuple(c.name for c in t.columns if c.not_null and c.kind != "id") for t in schema.TABLES}
 _MAX_LEN = {t.name: tuple((c.name, int(c.kind[4:])) for c in t.columns if c.kind.startswith("str:"))
             for t in schema.TABLES}
+_INT32 = {t.name: tuple(c.name for c in t.columns if c.kind == "int") for t in schema.TABLES}
 _ENUMS = {
     ("job", "type_desc"): set(schema.JOB_TYPES),
     ("integrity", "type"): {"check", "compute"},
@@ -151,7 +152,11 @@ def _validate(table: str, cols: dict[str, Any], *, strict_length: bool, partial:
     for name, allowed in _TABLE_ENUMS.get(table, ()):
         if (not partial or name in cols) and cols.get(name) not in allowed:
             raise Rejected(f"{table}.{name} = {cols.get(name)!r} is not one of {sorted(a for a in allowed if a)}")
-    if strict_length:
+    if strict_length:  # PostgreSQL and MySQL: INTEGER is 32 bits (SQLite's is 64, as the event schema's)
+        for name in _INT32[table]:
+            value = cols.get(name)
+            if value.__class__ is int and not -2**31 <= value < 2**31:
+                raise Rejected(f"{table}.{name} = {value} does not fit the column (INTEGER, 32 bits)")
         for name, limit in _MAX_LEN[table]:
             value = cols.get(name)
             if value.__class__ is str and len(value) > limit:
@@ -736,6 +741,8 @@ class Loader:
         plan.insert("jobstate", (inst, state, ts, seq), row)
 
     def _host(self, plan: Plan, event: Event) -> None:
+        if event.fields.get("job.id") is None and event.fields.get("exec_job.id") is not None:  # Pegasus 4.0
+            event = Event(event.name, {**event.fields, "job.id": event.fields["exec_job.id"]}, event.id)
         wf, inst = self._inst_id(event)
         if wf.root_wf_id is None:
             raise Rejected("workflow has no root workflow id")

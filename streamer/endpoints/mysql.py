@@ -33,6 +33,7 @@ from ..urls import EndpointURL, mask
 from . import schema_version
 from . import stampede_schema as schema
 from . import stampede_schema_mysql as mysql_schema
+from . import options as option_specs
 from .base import Endpoint, EndpointError
 from .dbcommon import WriteStats
 from .loader import ID_TABLES, Loader, Plan, SQLDialect, doomed_sql, expunge_statements
@@ -129,6 +130,7 @@ class _IdPool:
 
 class MySQLEndpoint(Endpoint):
     """Stampede schema in MySQL / MariaDB, batched, lock-serialised, reconnecting."""
+    declared_options = option_specs.MYSQL
 
     schemes = ("mysql", "mariadb", "mysql+pymysql", "mysql+mysqldb", "mariadb+pymysql", "mysql+asyncmy")
     default_events = "stampede.*"

@@ -27,6 +27,7 @@ from typing import Any, Sequence
 from ..events import Event
 from ..urls import EndpointURL, mask
 from . import stampede_schema as schema
+from . import options as option_specs
 from .base import Endpoint, EndpointError
 from .dbcommon import WriteStats
 from . import provenance_schema, schema_version
@@ -76,6 +77,7 @@ class _IdPool:
 
 class PostgresEndpoint(Endpoint):
     """Stampede schema in PostgreSQL, batched, reconnecting."""
+    declared_options = option_specs.POSTGRES
 
     schemes = ("postgresql", "postgres")
     default_events = "stampede.*,chimbuko.*"

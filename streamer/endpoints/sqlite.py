@@ -26,6 +26,7 @@ from typing import Any, Callable, Sequence
 from ..events import Event
 from ..urls import EndpointURL
 from . import stampede_schema as schema
+from . import options as option_specs
 from .base import Endpoint, EndpointError
 from .dbcommon import WriteStats
 from . import provenance_schema, schema_version
@@ -78,6 +79,7 @@ class _Counters:
 
 class SQLiteEndpoint(Endpoint):
     """Stampede schema in a SQLite file, written by one worker thread."""
+    declared_options = option_specs.SQLITE
 
     schemes = ("sqlite",)
     default_events = "stampede.*,chimbuko.*"

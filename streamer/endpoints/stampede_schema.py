@@ -30,6 +30,7 @@ _TYPES: dict[str, tuple[str, str]] = {
     "id": ("INTEGER", "BIGSERIAL"),
     "key": ("INTEGER", "BIGINT"),
     "int": ("INTEGER", "INTEGER"),
+    "bigint": ("INTEGER", "BIGINT"),  # wider than Pegasus's INTEGER: a value the event schema allows (bytes)
     "text": ("TEXT", "TEXT"),
     "ts": ("NUMERIC(16, 6)", "NUMERIC(16, 6)"),
     "dur": ("NUMERIC(10, 3)", "NUMERIC(10, 3)"),
@@ -140,7 +141,7 @@ TABLES: tuple[Table, ...] = (
     Table("host", (
         C("host_id", "id", True), C("wf_id", "key", True), C("site", "str:255", True),
         C("hostname", "str:255", True), C("ip", "str:255", True), C("uname", "str:255"),
-        C("total_memory", "int"),
+        C("total_memory", "bigint"),
     ), ("host_id",), (
         _fk("wf_id", "workflow", "wf_id"), _unique("UNIQUE_HOST", "wf_id", "site", "hostname", "ip"),
     )),
@@ -235,7 +236,7 @@ TABLES: tuple[Table, ...] = (
         C("task_submit_seq", "int", True), C("start_time", "ts", True),
         C("remote_duration", "dur", True), C("remote_cpu_time", "dur"), C("exitcode", "int", True),
         C("transformation", "text", True), C("executable", "text", True), C("argv", "text"),
-        C("abs_task_id", "str:255"), C("maxrss", "int"), C("avg_cpu", "ts"),
+        C("abs_task_id", "str:255"), C("maxrss", "bigint"), C("avg_cpu", "ts"),
     ), ("invocation_id",), (
         _fk("wf_id", "workflow", "wf_id"), _fk("job_instance_id", "job_instance", "job_instance_id"),
         _unique("UNIQUE_INVOCATION", "job_instance_id", "task_submit_seq"),
@@ -338,6 +339,11 @@ def ddl(dialect: Dialect) -> list[str]:
         out.append(create_table_sql(table, dialect))
         out.extend(create_index_sql(table, dialect))
     return out
+
+
+WIDENED: frozenset[tuple[str, str]] = frozenset(
+    (t.name, c.name) for t in TABLES for c in t.columns if c.kind == "bigint")
+"""(table, column) where streamer's type is wider than Pegasus's INTEGER (bytes do not fit 32 bits)."""
 
 
 class SchemaMismatch(RuntimeError):

@@ -20,7 +20,7 @@ import re
 from .stampede_schema import TABLES, Column, Table, enum_types
 
 _TYPES = {
-    "id": "BIGINT", "key": "BIGINT", "int": "INTEGER", "text": "TEXT", "ts": "DECIMAL(16, 6)",
+    "id": "BIGINT", "key": "BIGINT", "int": "INTEGER", "bigint": "BIGINT", "text": "TEXT", "ts": "DECIMAL(16, 6)",
     "dur": "DECIMAL(10, 3)", "bool": "BOOL", "datetime": "DATETIME",
 }
 _UNIQUE = re.compile(r'^CONSTRAINT "(\w+)" UNIQUE \((.*)\)$')

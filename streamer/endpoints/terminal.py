@@ -14,6 +14,7 @@ from typing import Any, Sequence, TextIO
 
 from ..events import Event, bp, chimbuko, chimbuko_forms, jsonenc
 from ..urls import EndpointURL
+from . import options as option_specs
 from .base import Endpoint
 
 REPEATED = frozenset(
@@ -68,14 +69,15 @@ def pretty_line(event: Event, *, colour: bool) -> str:
         subject = f"{subject}#{fields['job_inst.id']}"
     wf = str(fields.get("xwf.id") or "")[:8]
     rest = " ".join(f"{k}={_short(v)}" for k, v in fields.items() if k not in REPEATED)
-    name = event.name.removeprefix("stampede.")
+    name = event.name  # the full name, so a copied one works in --events
     if colour:
-        return f"{_DIM}{_clock(fields.get('ts'))} {wf}{_RESET} {_colour_for(event)}{name:<24}{_RESET} {subject} {rest}".rstrip()
-    return f"{_clock(fields.get('ts'))} {wf} {name:<24} {subject} {rest}".rstrip()
+        return f"{_DIM}{_clock(fields.get('ts'))} {wf}{_RESET} {_colour_for(event)}{name:<33}{_RESET} {subject} {rest}".rstrip()
+    return f"{_clock(fields.get('ts'))} {wf} {name:<33} {subject} {rest}".rstrip()
 
 
 class TerminalEndpoint(Endpoint):
     """Writes to stdout (or a given stream): `term:` / `-` URLs and `streamer tail`."""
+    declared_options = option_specs.TERMINAL
 
     schemes = ("term",)
 

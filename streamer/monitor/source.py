@@ -55,7 +55,8 @@ class WorkflowSource(Source):
     def __init__(self, path: str | Path, *, follow: bool = False, recursive: bool = True,
                  timezone: str | None = None, keep_alive: bool = False, write_jobstate: bool = True,
                  state_path: Path | None = None, parser: str = "auto",
-                 snapshot_interval: float = SNAPSHOT_INTERVAL, engine: EngineOptions = DEFAULT) -> None:
+                 snapshot_interval: float = SNAPSHOT_INTERVAL, engine: EngineOptions = DEFAULT,
+                 resume: bool = True, destinations: list[str] | None = None) -> None:
         self.follow = follow
         self.engine = engine
         self.keep_alive = keep_alive
@@ -76,6 +77,13 @@ class WorkflowSource(Source):
         self.resumed = False
         self._loaded: dict[str, Any] | None | bool = False  # False: not read yet
         self._marks: dict[str, Any] = {}
+        self.resume = resume
+        """False: start from the beginning whatever state an earlier run left (`streamer replay` without --resume)."""
+        self.destinations = destinations
+        """The endpoints this run delivers to (masked URLs and filters): a state saved for another set is not
+        resumed from, since those endpoints never got the events before it. None: not checked."""
+        self.notes: list[str] = []
+        """What the user must be told about the state: resuming from where, or why not."""
 
     # ------------------------------------------------------------ identity
     def default_db_url(self) -> str:
@@ -92,9 +100,25 @@ class WorkflowSource(Source):
         self._loaded = data = self._read_state()
         if data is not None:
             marks = data.pop("endpoints", None)
+            bound = data.pop("destinations", None)
             self._marks = marks if isinstance(marks, dict) else {}
-            if data.get("initial"):  # a crash before the first checkpoint: from the start, files cut back
+            if not self.resume:
                 self._loaded = None
+                self._marks = {}
+                if not data.get("initial"):
+                    self.notes.append(f"{self.state_path}: an earlier run stopped part-way; starting from the "
+                                      "beginning (--resume goes on from where it stopped)")
+            elif self.destinations is not None and bound != self.destinations:
+                self._loaded = None
+                self._marks = {}
+                which = f"for other endpoints ({', '.join(bound)})" if bound else "without its endpoints"
+                self.notes.append(f"{self.state_path}: saved {which}; starting from the beginning, so these "
+                                  "endpoints get every event")
+            elif data.get("initial"):  # a crash before the first checkpoint: from the start, files cut back
+                self._loaded = None
+            else:
+                self.notes.append(f"resuming {self.dagman_out} from line {_line_of(data, self.dagman_out)} "
+                                  f"(state {self.state_path})")
         return self._loaded  # type: ignore[return-value]
 
     def _read_state(self) -> dict[str, Any] | None:
@@ -140,6 +164,8 @@ class WorkflowSource(Source):
                 _fsync(Path(item.get("jobstate") or Path(item["dagman_out"]).parent / "jobstate.log"))
         if endpoints:  # the file endpoints' lengths, in the same atomic write as the monitor state
             position = {**position, "endpoints": endpoints}
+        if self.destinations is not None:
+            position = {**position, "destinations": self.destinations}
         write_atomically(self.state_path, orjson.dumps(position))
 
     # ------------------------------------------------------------ batches
@@ -190,6 +216,15 @@ class WorkflowSource(Source):
     async def close(self) -> None:
         if self.runner is not None:
             await self.runner.close()
+
+
+def _line_of(state: dict[str, Any], dagman_out: str) -> int:
+    """The line of `dagman_out` a saved state goes on after (0 when it does not say)."""
+    for item in state.get("workflows", ()):
+        if isinstance(item, dict) and item.get("dagman_out") == dagman_out and isinstance(item.get("engine"), dict):
+            line = item["engine"].get("line_no")
+            return line if isinstance(line, int) else 0
+    return 0
 
 
 def _fsync(path: Path) -> None:

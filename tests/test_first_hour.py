@@ -1,0 +1,309 @@
+"""Issue 16: the first hour of a new user (items 1, 2, 4, 5, 6, 7, 8), each reproduced first."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from pathlib import Path
+from typing import AsyncIterator
+
+import pytest
+
+from streamer.cli import main
+from streamer.endpoints import create_endpoint
+from streamer.events import Event, bp
+
+
+@pytest.fixture(autouse=True)
+def restore_logging():
+    """main() installs its stderr handler on the root logger: put pytest's back afterwards."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+def read_bp(path: Path) -> list[Event]:
+    return [bp.parse_line(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+@pytest.fixture
+async def pg_db(postgres_dsn: str) -> AsyncIterator[str]:
+    asyncpg = pytest.importorskip("asyncpg")
+    name = f"streamer_test_{uuid.uuid4().hex[:12]}"
+    admin = await asyncpg.connect(postgres_dsn)
+    await admin.execute(f"CREATE DATABASE {name}")
+    try:
+        yield postgres_dsn.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        await admin.close()
+
+
+# ---------------------------------------------------------------- item 1: PostgreSQL column widths
+
+async def _load(url: str, events: list[Event]) -> list[str]:
+    endpoint = create_endpoint(url)
+    await endpoint.open()
+    try:
+        for start in range(0, len(events), 2000):
+            await endpoint.write(events[start:start + 2000])
+    finally:
+        await endpoint.close()
+    return endpoint.rejected  # type: ignore[attr-defined]
+
+
+CORPUS_BP = ("montage-1.0.bp", "blackdiamond.bp", "output-file.bp", "output-file-old.bp")
+
+
+async def test_item1_every_corpus_bp_file_loads_into_postgresql_with_nothing_refused(pg_db: str,
+                                                                                    corpus: Path) -> None:
+    names = sorted(p.name for p in (corpus / "bp").glob("*.bp"))
+    assert names == sorted(CORPUS_BP)  # a new corpus file must be added here
+    import asyncpg
+
+    for name in names:
+        events = read_bp(corpus / "bp" / name)
+        rejected = await _load(pg_db, events)
+        if name == "output-file.bp":
+            # Triana's stream declares its jobs as `unit:common.string.X` (job.info, wf.map.task_job) and
+            # reports them as `X` (job_inst.*, inv.*): events naming a job never declared are refused, one by one
+            declared = {e.fields["job.id"] for e in events if e.name == "stampede.job.info"}
+            for message in rejected:
+                job = message.split("unknown job ", 1)[1].split(" (no stampede.job.info", 1)[0]
+                assert job not in declared, message
+            assert len(rejected) == 34
+        else:
+            assert rejected == [], name
+    conn = await asyncpg.connect(pg_db)
+    try:  # montage's host.info total_memory in bytes: beyond INTEGER, the column is BIGINT
+        assert await conn.fetchval("SELECT count(*) FROM host WHERE total_memory = 4158918656") >= 1
+        assert await conn.fetchval("SELECT count(*) FROM host WHERE total_memory = 42275557376") >= 1  # 4.0
+    finally:
+        await conn.close()
+
+
+async def test_item1_a_value_no_column_holds_rejects_that_event_only(pg_db: str, corpus: Path) -> None:
+    events = read_bp(corpus / "bp" / "montage-1.0.bp")
+    index = next(i for i, e in enumerate(events) if e.name == "stampede.job_inst.main.end")
+    bad = events[index]
+    events[index] = Event(bad.name, {**bad.fields, "exitcode": 2**40})
+    rejected = await _load(pg_db, events)
+    assert len(rejected) == 1
+    assert rejected[0].startswith("rejected event stampede.job_inst.main.end")
+    assert "job_instance.exitcode = 1099511627776 does not fit the column (INTEGER, 32 bits)" in rejected[0]
+
+
+# ---------------------------------------------------------------- item 2: resume state tied to the endpoints
+
+def _events_of(path: Path) -> list[str]:
+    return [line.split(" event=", 1)[1].split(" ", 1)[0] for line in path.read_text().splitlines()]
+
+
+async def _interrupted_replay(submit: Path, state: Path, destinations: list[str] | None) -> int:
+    """A replay stopped after a checkpoint part-way into its dagman.out: what an interrupted one leaves."""
+    from streamer.monitor.source import WorkflowSource
+
+    kwargs = {} if destinations is None else {"destinations": destinations}
+    source = WorkflowSource(submit, timezone="UTC", state_path=state, **kwargs)
+    source.read_size = 2048  # many small steps: stop after the first one that carries a position
+    sent = 0
+    try:
+        async for batch in source.batches():
+            sent += len(batch.events)
+            if batch.position is not None and batch.position["workflows"][0]["offset"] > 0:
+                await source.commit(batch.position)  # past the static events, into the dagman.out
+                break
+    finally:
+        source.stop()
+        await source.close()
+    return sent
+
+
+def test_item2_a_replay_to_other_endpoints_after_an_interrupted_one_gets_every_event(
+        tmp_path: Path, capsys) -> None:
+    from streamer.synth import generate
+
+    submit = generate(tmp_path / "wf", jobs=6, seed=3)
+    reference = tmp_path / "ref.bp"
+    assert main(["replay", str(submit), "--timezone", "UTC", "--state", str(tmp_path / "ref.state"),
+                 "--dest", str(reference), "-q", "--no-jobstate"]) == 0
+    state = tmp_path / "run.state"
+    sent = asyncio.run(_interrupted_replay(submit, state, None))
+    assert 0 < sent < len(_events_of(reference))
+    capsys.readouterr()
+    other = tmp_path / "B.bp"
+    assert main(["replay", str(submit), "--timezone", "UTC", "--state", str(state), "--dest", str(other),
+                 "--no-jobstate"]) == 0
+    err = capsys.readouterr().err
+    assert _events_of(other) == _events_of(reference)  # wf.plan, xwf.start and all: started clean
+    assert "an earlier run stopped part-way; starting from the beginning (--resume goes on" in err
+
+
+def test_item2_resume_is_asked_for_said_and_tied_to_the_same_endpoints(tmp_path: Path, capsys) -> None:
+    from streamer.synth import generate
+    from streamer.urls import mask
+
+    submit = generate(tmp_path / "wf", jobs=6, seed=3)
+    reference = tmp_path / "ref.bp"
+    assert main(["replay", str(submit), "--timezone", "UTC", "--state", str(tmp_path / "ref.state"),
+                 "--dest", str(reference), "-q", "--no-jobstate"]) == 0
+    first = tmp_path / "A.bp"
+    state = tmp_path / "run.state"
+    asyncio.run(_interrupted_replay(submit, state, [f"{mask('file://' + str(first))} events=*"]))
+    capsys.readouterr()
+    # another endpoint set: the state is not theirs, they get everything
+    other = tmp_path / "B.bp"
+    assert main(["replay", str(submit), "--timezone", "UTC", "--state", str(state), "--dest", str(other),
+                 "--resume", "--no-jobstate"]) == 0
+    err = capsys.readouterr().err
+    assert f"saved for other endpoints (file://{first} events=*); starting from the beginning" in err
+    assert _events_of(other) == _events_of(reference)
+    # the same endpoints with --resume: goes on, and says from where
+    asyncio.run(_interrupted_replay(submit, state, [f"file://{first} events=*"]))
+    assert main(["replay", str(submit), "--timezone", "UTC", "--state", str(state), "--dest", str(first),
+                 "--resume", "--no-jobstate"]) == 0
+    err = capsys.readouterr().err
+    assert f"resuming {submit}/" in err and ".dagman.out from line " in err
+    line = int(err.split(" from line ", 1)[1].split(" ", 1)[0])
+    assert line > 0
+    assert "stampede.wf.plan" not in _events_of(first)  # resumed: the first events went to A before
+
+
+# ---------------------------------------------------------------- item 4: ?mode=truncate with a checkpoint
+
+def test_item4_truncate_cannot_resume_from_a_checkpoint(tmp_path: Path, corpus: Path, capsys) -> None:
+    source = tmp_path / "in.bp"
+    lines = (corpus / "bp" / "blackdiamond.bp").read_text().splitlines(keepends=True)
+    source.write_text("".join(lines[:100]))
+    out = tmp_path / "out.bp"
+    ckpt = tmp_path / "run.ckpt"
+    argv = ["load", str(source), "--checkpoint", str(ckpt), "--dest", f"file://{out}?mode=truncate", "-q"]
+    assert main(argv) == 0
+    with source.open("a") as handle:
+        handle.write("".join(lines[100:]))
+    before = out.read_text()
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "?mode=truncate cannot resume from a checkpoint (the events before it would be lost)" in err
+    assert out.read_text() == before  # untouched: the first 100 events are still there
+
+
+# ---------------------------------------------------------------- item 5: the same input twice
+
+def test_item5_the_same_file_twice_or_through_a_link_is_read_once(tmp_path: Path, corpus: Path, capsys) -> None:
+    source = corpus / "bp" / "blackdiamond.bp"
+    link = tmp_path / "link.bp"
+    link.symlink_to(source)
+    out = tmp_path / "out.bp"
+    assert main(["load", str(source), str(source), str(link), "--dest", str(out), "-q"]) == 0
+    err = capsys.readouterr().err
+    assert out.read_text().count("\n") == 230
+    assert f"{source}: the same file as {source}: read once" in err
+    assert f"{link}: the same file as {source}: read once" in err
+
+
+# ---------------------------------------------------------------- item 6: --on-error isolate exits 1
+
+def test_item6_isolate_completes_the_others_and_exits_1(tmp_path: Path, corpus: Path, capsys) -> None:
+    good = tmp_path / "good.bp"
+    blocked = tmp_path / "not-a-dir"
+    blocked.write_text("a file where a directory should be\n")
+    code = main(["load", str(corpus / "bp" / "blackdiamond.bp"), "--on-error", "isolate", "--dest", str(good),
+                 "--dest", f"sqlite:///{blocked}/x.db"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert good.read_text().count("\n") == 230  # the healthy endpoint got everything
+    assert "(isolated; the other endpoints continue)" in err
+
+
+# ---------------------------------------------------------------- item 7: --dest and monitord's database
+
+def test_item7_a_dest_says_once_that_the_default_database_is_not_written(tmp_path: Path, capsys) -> None:
+    from streamer.synth import generate
+
+    submit = generate(tmp_path / "wf", jobs=2, seed=1)
+    out = tmp_path / "out.jsonl"
+    assert main(["replay", str(submit), "--timezone", "UTC", "--dest", str(out), "--no-jobstate"]) == 0
+    err = capsys.readouterr().err
+    db = next(submit.glob("*.dag")).name.rsplit(".", 1)[0] + ".stampede.db"
+    assert not (submit / db).exists()
+    assert err.count(f"note: {db} is not written") == 1
+    assert f"add --dest sqlite:///{submit}/{db} to keep monitord's database" in err
+    # naming it keeps it, and the note goes
+    assert main(["replay", str(submit), "--timezone", "UTC", "--dest", str(out), "--no-jobstate",
+                 "--dest", f"sqlite:///{submit}/{db}"]) == 0
+    assert "is not written" not in capsys.readouterr().err
+    assert (submit / db).exists()
+
+
+# ---------------------------------------------------------------- item 8: options checked up front
+
+@pytest.mark.parametrize("dest, message", [
+    ("file://{tmp}/o.bp?evnts=stampede.xwf.*", "unknown option 'evnts' (did you mean events?)"),
+    ("file://{tmp}/o.bp?mode=trunc", "option mode: 'trunc' is not one of append, truncate"),
+    ("file://{tmp}/o.bp?buffer=abc", "option buffer: 'abc' is not a positive integer"),
+    ("file://{tmp}/o.bp?fsync=maybe", "option fsync: 'maybe' is not a boolean (true or false)"),
+    ("amqp://guest:guest@127.0.0.1:1/%2F/x?drain_timeot=5", "unknown option 'drain_timeot' (did you mean "
+                                                             "drain_timeout?)"),
+    ("amqp://guest:guest@127.0.0.1:1/%2F/x?drain_timeout=soon", "option drain_timeout: 'soon' is not a duration"),
+])
+def test_item8_unknown_options_and_bad_values_are_usage_errors(tmp_path: Path, corpus: Path, capsys,
+                                                               dest: str, message: str) -> None:
+    code = main(["load", str(corpus / "bp" / "blackdiamond.bp"), "--dest", dest.format(tmp=tmp_path), "-q"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert message in err
+    assert "Traceback" not in err and not (tmp_path / "o.bp").exists()
+
+
+def test_item8_unknown_toml_keys_and_a_repeated_events_flag(tmp_path: Path, corpus: Path, capsys) -> None:
+    config = tmp_path / "streamer.toml"
+    config.write_text(f'[[endpoint]]\nurl = "file://{tmp_path}/o.bp"\nevnts = "stampede.xwf.*"\n')
+    bp_file = str(corpus / "bp" / "blackdiamond.bp")
+    assert main(["load", bp_file, "--config", str(config)]) == 2
+    assert (f"{config}: endpoint #1: unknown option 'evnts' (did you mean events?)"
+            in capsys.readouterr().err)
+    config.write_text(f'on_eror = "isolate"\n[[endpoint]]\nurl = "file://{tmp_path}/o.bp"\n')
+    assert main(["load", bp_file, "--config", str(config)]) == 2
+    assert f"{config}: unknown key 'on_eror'" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        main(["load", bp_file, "--dest", f"{tmp_path}/o.bp", "--events", "stampede.xwf.*", "--events",
+              "stampede.inv.end"])
+    assert exit_info.value.code == 2
+    assert "--events given twice" in capsys.readouterr().err
+
+
+def test_item8_overflow_takes_a_size_like_spool_size(tmp_path: Path, corpus: Path) -> None:
+    out = tmp_path / "o.bp"
+    assert main(["load", str(corpus / "bp" / "blackdiamond.bp"), "--dest", f"file://{out}?overflow=1G&buffer=10",
+                 "-q"]) == 0
+    assert out.read_text().count("\n") == 230
+
+
+def test_item8_a_filter_matching_no_event_warns_with_the_nearest_names(tmp_path: Path, corpus: Path,
+                                                                       capsys) -> None:
+    out = tmp_path / "o.bp"
+    assert main(["load", str(corpus / "bp" / "blackdiamond.bp"), "--dest", str(out), "--events",
+                 "job_inst.main.end,stampede.xwf.*", "-q"]) == 0
+    err = capsys.readouterr().err
+    assert ("warning: filter 'job_inst.main.end' matches no known event name; did you mean "
+            "stampede.job_inst.main.end?") in err
+    assert "stampede.xwf" not in err  # a pattern that matches is not warned about
+    assert main(["tail", str(corpus / "bp" / "blackdiamond.bp"), "--from-start", "--no-follow", "--color", "never",
+                 "--events", "stampede.xwf.start"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines and all(" stampede.xwf.start " in line for line in lines)  # full names: copying one works
+
+
+def test_item8_help_lists_every_url_option_from_the_declarations(capsys) -> None:
+    from streamer.endpoints.options import AMQP, BUS, FILE, SQLITE, TERMINAL
+
+    with pytest.raises(SystemExit):
+        main(["load", "--help"])
+    out = capsys.readouterr().out
+    for option in BUS + FILE + TERMINAL + AMQP + SQLITE:
+        assert f"  {option.name}=" in out, option.name
