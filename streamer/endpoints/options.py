@@ -165,6 +165,8 @@ BUS = (
 """Options of the bus, which every endpoint takes."""
 
 COMMON = (
+    Option("dead_letter", parse_text, None, "file (JSON lines) for the events this endpoint refuses for good; "
+           "`streamer load FILE` re-delivers them"),
     Option("password_file", parse_text, None, "read the URL's password from the first line of this file"),
     Option("password_env", parse_text, None, "read the URL's password from this environment variable"),
     Option("replay", parse_bool, False, "start the output afresh (set by streamer replay unless --append)"),
