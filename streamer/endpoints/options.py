@@ -176,7 +176,7 @@ COMMON = (
 """Options every endpoint accepts (secrets, and those streamer sets for a run)."""
 
 FILE = (
-    Option("encoding", choice("json", "bp"), None, "json or bp (default: from the suffix)"),
+    Option("encoding", choice("json", "bp", "bson"), None, "json, bp or bson (default: from the suffix)"),
     Option("fsync", parse_bool, False, "fsync the file at every checkpoint"),
     Option("mode", choice("append", "truncate"), None, "append, or truncate (start the file afresh; not "
                                                        "with a checkpoint to resume from)"),
