@@ -67,6 +67,9 @@ class Route:
         self.pending: deque[tuple[int, list[Event]]] = deque()
         self.buffered = 0
         self.acked_seq = 0
+        self.written_seq = 0
+        self.hold_from: int | None = None
+        """First source batch of a write whose events the endpoint still holds (`Endpoint.holding`)."""
         self.failed: BaseException | None = None
         self.stats = RouteStats()
         self.overflow_bytes = overflow_bytes
@@ -162,10 +165,28 @@ class Route:
                     on_delivered(self, groups)
             elif exact:
                 self.marks.append((seq, self.endpoint.mark()))
-            self.acked_seq = seq
+            self._acknowledge(groups[0][0] if groups else seq, seq)
             if self.buffered < self.capacity:
                 self._has_room.set()
             on_ack()
+
+    def _acknowledge(self, first: int, seq: int) -> None:
+        """Batches up to `seq` written; while the endpoint holds events of a write (to write them later),
+        nothing from that write on counts as acknowledged, so no checkpoint passes them."""
+        self.written_seq = seq
+        if self.endpoint.holding():
+            if self.hold_from is None:
+                self.hold_from = first
+            self.acked_seq = self.hold_from - 1
+        else:
+            self.hold_from = None
+            self.acked_seq = seq
+
+    def release(self) -> None:
+        """After a flush: what the endpoint no longer holds is acknowledged."""
+        if self.hold_from is not None and not self.endpoint.holding():
+            self.hold_from = None
+            self.acked_seq = self.written_seq
 
     def close_when_drained(self) -> None:
         self._closing = True
@@ -313,7 +334,7 @@ class Bus:
     async def _checkpoint(self, final: bool) -> None:
         self._last_commit = time.monotonic()
         target = self.acked_seq()
-        if target <= self._committed_seq and not final:
+        if target <= self._committed_seq and not final and all(r.hold_from is None for r in self.routes):
             return
         for route in self.routes:
             if route.failed is None:
@@ -322,6 +343,8 @@ class Bus:
                 except Exception as exc:
                     self._fail(route, exc)
                     return
+                route.release()
+        target = self.acked_seq()  # a flush may have written what an endpoint held
         position, found, at = None, False, 0
         while self._positions and self._positions[0][0] <= target:
             seq, popped = self._positions.popleft()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -134,6 +135,51 @@ async def queue_depth(amqp_url: str, queue: str) -> int:
         await connection.close()
 
 
+def events_read(err: str) -> int:
+    return int(re.search(r"([\d,]+) events read", err)[1].replace(",", ""))
+
+
+@pytest.mark.rabbitmq
+@pytest.mark.postgres
+@pytest.mark.timeout(180)
+async def test_two_collectors_share_one_queue(event_files: list[Path], databases: tuple[str, str], amqp_url: str,
+                                              declared_here: list[tuple[str, str]]) -> None:
+    """Competing consumers: each collector gets part of every workflow (a job's instance events may reach
+    one before the other committed its job.info: the database endpoint waits for it), together all."""
+    direct, collected = databases
+    run("load", *map(str, event_files), "--dest", direct, "-q")
+    queue = unique("streamer-share-q")
+    declared_here.append(("queue", queue))
+    source = f"{amqp_url}/{queue}?declare=true&prefetch=50&idle=3"
+    connection = await aio_pika.connect(amqp_url.replace("%2F", ""))
+    try:
+        channel = await connection.channel()
+        await channel.declare_queue(queue, durable=True)  # what `?declare=true` makes: a plain durable queue
+        collectors = [streamer("load", source, "--dest", collected) for _ in range(2)]
+        await _consumers(channel, queue, 2)
+        total = 0
+        for f in event_files:  # straight to the queue (the default exchange), as a site's exchange routes them
+            for line in f.read_text().splitlines():
+                body = jsonenc.dumps(bp.parse_line(line))  # monitord's JSON form, as the AMQP endpoint sends
+                await channel.default_exchange.publish(aio_pika.Message(body if isinstance(body, bytes)
+                                                                        else body.encode()), routing_key=queue)
+                total += 1
+    finally:
+        await connection.close()
+    reads = []
+    for collector in collectors:
+        _, err = collector.communicate(timeout=120)
+        assert collector.returncode == 0, err
+        assert "refused" not in err and "rejected" not in err, err
+        reads.append(events_read(err))
+    assert all(n > 0 for n in reads) and sum(reads) == total, reads  # shared, each message once
+    got, expected = await pg_snapshot(collected), await pg_snapshot(direct)
+    for snap in (got, expected):
+        snap["rc_meta"] = Counter({row[:2]: n for row, n in snap["rc_meta"].items()})
+    diff = dbcompare.compare(got, expected)
+    assert not diff, dbcompare.format_diff(diff)
+
+
 @pytest.mark.rabbitmq
 @pytest.mark.postgres
 @pytest.mark.timeout(180)
@@ -147,7 +193,7 @@ async def test_three_publishers_two_collectors_one_killed(event_files: list[Path
     connection = await aio_pika.connect(amqp_url.replace("%2F", ""))
     channel = await connection.channel()  # the site's set-up: what `?declare=true&bind=` would make
     await channel.declare_exchange(exchange, "topic", durable=True)
-    declared = await channel.declare_queue(queue, durable=True, arguments={"x-single-active-consumer": True})
+    declared = await channel.declare_queue(queue, durable=True)  # a plain queue: the collectors share it
     await declared.bind(exchange, routing_key="#")
     try:
         # three submit hosts publish their workflows at once (each its own spool, as on its own host)
@@ -159,10 +205,8 @@ async def test_three_publishers_two_collectors_one_killed(event_files: list[Path
         total = await queue_depth(amqp_url, queue)
         assert total == sum(len(f.read_text().splitlines()) for f in event_files)
         source = f"{amqp_url}/{queue}?declare=true&bind={exchange}&prefetch=20&idle=3"
-        collectors = [streamer("load", source, "--dest", collected)]
-        await _consumers(channel, queue, 1)  # the first is the active consumer, the second its standby
-        collectors.append(streamer("load", source, "--dest", collected))
-        await _consumers(channel, queue, 2)
+        collectors = [streamer("load", source, "--dest", collected) for _ in range(2)]
+        await _consumers(channel, queue, 2)  # competing consumers: the broker deals the messages out to both
         deadline = time.monotonic() + 60
         while await pg_count(collected, "jobstate") == 0:  # rows are arriving: kill the active collector
             assert time.monotonic() < deadline, "no rows reached the database"
@@ -270,3 +314,20 @@ async def test_collector_reconnects_and_loses_nothing(amqp_url: str, tmp_path: P
     finally:
         await channel.queue_delete(queue)
         await connection.close()
+
+
+@pytest.mark.postgres
+def test_an_orphan_is_refused_after_wait_parents(databases: tuple[str, str], tmp_path: Path) -> None:
+    """An event whose job nobody loads waits `wait_parents` seconds, then is refused naming the wait."""
+    _, db = databases
+    orphan = tmp_path / "orphan.bp"
+    orphan.write_text("ts=2024-01-01T00:00:00.000000Z event=stampede.job_inst.submit.start level=Info "
+                      "xwf.id=0d6d6a0e-0000-4000-8000-000000000001 job_inst.id=1 js.id=1 job.id=never_declared "
+                      "sched.id=1.0\n")
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "streamer", "load", str(orphan), "--dest",
+                           f"{db}?wait_parents=0.5"], capture_output=True, text=True, timeout=120)
+    assert time.monotonic() - started >= 0.5
+    assert done.returncode == 0, done.stderr
+    assert "unknown workflow 0d6d6a0e-0000-4000-8000-000000000001 (no stampede.wf.plan loaded for it) " \
+           "(waited 0.5 s for it)" in done.stderr

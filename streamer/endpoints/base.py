@@ -83,6 +83,11 @@ class Endpoint(abc.ABC):
         await self.write(batch)
         return [self.mark() for _ in ends]
 
+    def holding(self) -> bool:
+        """True while events of an earlier `write` are held to be written later (a database waiting for
+        another writer's parent rows): the bus then acknowledges nothing from that write on."""
+        return False
+
     def health(self) -> str | None:
         """None while the endpoint can deliver, else a reason (its broker or server is unreachable):
         `/healthz` answers 503 with it (`streamer/metrics.py`)."""

@@ -108,6 +108,9 @@ class DeadLetters(Endpoint):
     def mark(self) -> Any:
         return self.inner.mark()
 
+    def holding(self) -> bool:
+        return self.inner.holding()
+
     def health(self) -> str | None:
         return self.inner.health()
 

@@ -189,7 +189,10 @@ TERMINAL = (
 
 _RETRY = Option("retry_for", parse_duration, 300.0, "seconds a transient fault may last before the endpoint fails")
 
-POSTGRES = (_RETRY,)
+_WAIT_PARENTS = Option("wait_parents", parse_duration, 0.0,
+                       "seconds an event may wait for its workflow/job to be loaded by another writer "
+                       "(collectors sharing a queue; default 30 s when collecting from a queue, else 0)")
+POSTGRES = (_RETRY, _WAIT_PARENTS)
 MYSQL = (_RETRY,)
 SQLITE = (
     _RETRY,

@@ -29,7 +29,7 @@ from ..urls import EndpointURL, mask
 from . import stampede_schema as schema
 from . import options as option_specs
 from .base import Endpoint, EndpointError
-from .dbcommon import WriteStats
+from .dbcommon import WriteStats, hold_orphans
 from . import provenance_schema, schema_version
 from .pgwriters import WriterLocks
 from .resilience import (CONNECTION, Rejected, RetryPolicy, RetryStats, TransientError, postgres_fault,
@@ -93,6 +93,9 @@ class PostgresEndpoint(Endpoint):
         self.retry_for = float(self.option("retry_for", 300))
         """Seconds a transient fault (lost connection, deadlock, ...) may persist before the endpoint fails."""
         self.policy = RetryPolicy(retry_for=self.retry_for)
+        self.wait_parents = float(self.option("wait_parents", 0))
+        hold_orphans(self.stats, self.wait_parents)
+        self._holding_lock = asyncio.Lock()
         self.retry_stats = RetryStats()
         self._pool: Any = None
         self._writers: WriterLocks | None = None
@@ -143,6 +146,14 @@ class PostgresEndpoint(Endpoint):
         self._pool = await asyncpg.create_pool(self.dsn, min_size=0, max_size=2, command_timeout=300,
                                                init=_create_staging)
 
+    def holding(self) -> bool:
+        return bool(self.stats.holding)
+
+    async def flush(self) -> None:
+        if self.stats.holding:  # events waiting for another writer's parent rows: now, or refused
+            async with self._holding_lock:
+                await self.stats.settle(self.name, self._loader, self.wait_parents, self._write_events)
+
     async def close(self) -> None:
         if self._pool is not None:
             pool, self._pool = self._pool, None
@@ -157,14 +168,18 @@ class PostgresEndpoint(Endpoint):
         if batch:
             records, events = provenance_schema.split(batch)
             if events:
-                await retrying(self.name, f"batch of {len(events)} events",
-                               lambda: self._attempt(events, self._write_once),
-                               self.policy, self.retry_stats, between=self._recover)
+                async with self._holding_lock:
+                    await self._write_events(events)
+                    await self.stats.retry_held(self.name, self._loader, self.wait_parents, self._write_events)
             if records:  # Chimbuko provenance records: their own tables (provenance_schema.py)
                 await retrying(self.name, f"batch of {len(records)} provenance records",
                                lambda: self._attempt(records, self._write_records),
                                self.policy, self.retry_stats, between=self._recover)
             self.stats.retries = self.retry_stats.total
+
+    async def _write_events(self, events: list[Event]) -> None:
+        await retrying(self.name, f"batch of {len(events)} events", lambda: self._attempt(events, self._write_once),
+                       self.policy, self.retry_stats, between=self._recover)
 
     async def _write_records(self, records: list[Event]) -> None:
         async with self._pool.acquire() as conn:

@@ -11,16 +11,17 @@ collector has delivered them to its endpoints (the central PostgreSQL, files).
   another collector or to the next run: nothing is lost; what was written but
   not yet acknowledged is written again, which the database endpoints absorb
   (idempotent on natural keys, ids stable).
-- **Several collectors on one queue**: Stampede events are loaded in order
-  (a workflow's `wf.plan` before its tasks, a job before its instances), so
-  collectors that took turns on one queue would each see a workflow with
-  holes and the database would refuse what came early. A queue the collector
-  declares is therefore a *single active consumer* queue (RabbitMQ's
-  `x-single-active-consumer`): one collector consumes, the others wait as hot
-  standbys and the broker hands the queue, unacknowledged messages first and in
-  order, to one of them the moment the active one dies. `?single_active=false`
-  declares a plain queue (consumers then share its messages round-robin: only
-  for endpoints that do not depend on order, e.g. files).
+- **Several collectors on one queue share the work** (competing consumers):
+  the broker deals its messages out round-robin, so one collector may get a
+  job's instance events while another still writes that job's `job.info`. The
+  database endpoints of a collector therefore hold an event whose workflow,
+  job or task row is not in the database yet and write it again once the other
+  collector has committed it (`wait_parents`, default 30 s here, see
+  `endpoints/dbcommon.py`); the held event's message is not acknowledged
+  meanwhile. `?single_active=true` declares a *single active consumer* queue
+  instead (RabbitMQ's `x-single-active-consumer`): one collector works, the
+  others are hot standbys that the broker hands the queue to, in order, when
+  it dies.
 - **Prefetch window** (`?prefetch=N`, default 1000): messages in flight per collector.
 - **Reconnect**: a lost connection is retried with backoff (up to `retry_max`
   seconds between attempts); what was in flight is redelivered by the broker.
@@ -39,13 +40,15 @@ counted and acknowledged (keeping it would block the queue for ever).
 from __future__ import annotations
 
 import asyncio
+import time
 import logging
 import random
 from typing import Any, AsyncIterator
 
 import orjson
 
-from ..amqpconn import BrokerUnavailable, _truthy, connect, parse_target
+from ..amqpconn import BrokerUnavailable, connect, parse_target
+from ..endpoints.options import parse_bool
 from ..events import jsonenc
 from ..urls import mask
 from .amqp import binding_keys
@@ -56,6 +59,10 @@ log = logging.getLogger("streamer.collector")
 OPTIONS = ("declare", "single_active", "bind", "routing", "prefetch", "idle", "retry_max", "heartbeat", "connect_timeout",
            "exchange_type", "cafile", "certfile", "keyfile", "verify")
 MAX_BATCH = 1000
+WINDOW_CHECK = 0.25
+"""Seconds without a message after which the prefetch window is looked at (`_widen_window`)."""
+MAX_WINDOW = 50_000
+"""The widest prefetch window (a route's default memory buffer)."""
 
 
 class QueueSource(Source):
@@ -77,7 +84,7 @@ class QueueSource(Source):
             self.prefetch = max(1, int(self.options.get("prefetch", 1000)))
             self.idle = float(self.options["idle"]) if self.options.get("idle") not in (None, "") else None
             self.retry_max = float(self.options.get("retry_max", 30.0))
-            self.single_active = _truthy(self.options.get("single_active", True))
+            self.single_active = parse_bool(self.options.get("single_active", False))
         except ValueError as exc:
             raise SourceError(f"{self.target.display}: bad option value: {exc}") from None
         self.stats_bad = 0
@@ -113,7 +120,8 @@ class QueueSource(Source):
         try:
             channel = await self._connection.channel()
             await channel.set_qos(prefetch_count=self.prefetch)
-            if _truthy(self.options.get("declare", False)):
+            self._channel, self._window, self._taken, self._gen_acked = channel, self.prefetch, 0, 0
+            if parse_bool(self.options.get("declare", False)):
                 arguments = {"x-single-active-consumer": True} if self.single_active else None
                 queue = await channel.declare_queue(self.queue_name, durable=True, arguments=arguments)
             else:
@@ -143,17 +151,22 @@ class QueueSource(Source):
     async def batches(self) -> AsyncIterator[Batch]:
         opened = await self._open()
         stop = asyncio.ensure_future(self._stopped.wait())
+        quiet_since = time.monotonic()
         try:
             while opened is not None and not self._stopped.is_set():
                 inbox, closed = opened
                 get = asyncio.ensure_future(inbox.get())
-                done, _ = await asyncio.wait({get, stop, closed}, timeout=self.idle,
+                done, _ = await asyncio.wait({get, stop, closed}, timeout=WINDOW_CHECK,
                                              return_when=asyncio.FIRST_COMPLETED)
                 if get not in done:
                     get.cancel()
-                    if not done:  # quiet for `idle` seconds
-                        log.info("%s: no message for %g s: done", self.name, self.idle)
-                        break
+                    if not done:
+                        if await self._widen_window():
+                            quiet_since = time.monotonic()
+                        elif self.idle is not None and time.monotonic() - quiet_since >= self.idle:
+                            log.info("%s: no message for %g s: done", self.name, self.idle)
+                            break
+                        continue
                     if closed in done and not self._stopped.is_set():
                         log.warning("%s: connection to the broker lost; reconnecting "
                                     "(unacknowledged messages are redelivered)", self.name)
@@ -161,14 +174,34 @@ class QueueSource(Source):
                         await self._drop_connection()
                         opened = await self._open()
                     continue
+                quiet_since = time.monotonic()
                 messages = [get.result()]
                 while not inbox.empty() and len(messages) < MAX_BATCH:
                     messages.append(inbox.get_nowait())
                 self.received += len(messages)
+                self._taken += len(messages)
                 yield Batch(events=self._decode(messages), position=(self._generation, messages[-1]),
                             done=self.received)
         finally:
             stop.cancel()
+
+    async def _widen_window(self) -> bool:
+        """Keep messages coming while the endpoints hold some back (a database waiting for a parent row
+        that is still in the queue): a full prefetch window that no acknowledgement frees is widened by
+        `prefetch` (up to MAX_WINDOW), and narrowed again once acknowledgements caught up."""
+        in_flight = self._taken - self._gen_acked
+        try:
+            if in_flight >= self._window and self._window < MAX_WINDOW:
+                self._window = min(MAX_WINDOW, self._window + self.prefetch)
+                await self._channel.set_qos(prefetch_count=self._window)
+                log.debug("%s: %d messages in flight: prefetch window now %d", self.name, in_flight, self._window)
+                return True
+            if in_flight < self.prefetch and self._window > self.prefetch:
+                self._window = self.prefetch
+                await self._channel.set_qos(prefetch_count=self._window)
+        except Exception as exc:  # a channel closing under us: the reconnect path takes over
+            log.debug("%s: prefetch window not changed: %s", self.name, exc)
+        return False
 
     def _decode(self, messages: list[Any]) -> list[Any]:
         events = []
@@ -192,6 +225,7 @@ class QueueSource(Source):
         try:
             await message.ack(multiple=True)
             self.acked = max(self.acked, message.delivery_tag)
+            self._gen_acked = max(self._gen_acked, message.delivery_tag)
         except Exception as exc:  # channel closed under us: they will be redelivered
             log.debug("%s: ack lost (%s); the broker redelivers", self.name, exc)
 

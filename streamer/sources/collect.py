@@ -7,7 +7,12 @@ import sys
 from typing import Any
 
 from ..config import ConfigError
+from ..endpoints import endpoint_class
+from ..endpoints.options import declared
 from ..urls import EndpointURL, mask, with_password
+
+WAIT_PARENTS = 30.0
+"""Seconds a database endpoint of a collector waits for an event's workflow/job rows (`?wait_parents`)."""
 
 
 async def run_collector(args: argparse.Namespace, settings: Any) -> int:
@@ -19,6 +24,11 @@ async def run_collector(args: argparse.Namespace, settings: Any) -> int:
     if args.checkpoint or settings.checkpoint:
         raise ConfigError("--checkpoint does not apply to a queue: a message is acknowledged to the broker "
                           "once every endpoint has it, which is the collector's checkpoint")
+    for spec in settings.endpoints:  # collectors sharing a queue: a job's events may come before its job.info
+        url = EndpointURL.parse(spec.url)
+        if (any(o.name == "wait_parents" for o in declared(endpoint_class(url.scheme)))
+                and "wait_parents" not in url.options and "wait_parents" not in spec.options):
+            spec.options["wait_parents"] = WAIT_PARENTS
     source = QueueSource(with_password(EndpointURL.parse(args.files[0])).raw)
     result = await run_pipeline(source, settings.endpoints, on_error=settings.on_error,
                                 progress=None if not args.quiet else False, label="events",
