@@ -13,6 +13,7 @@ from . import __version__
 from .config import ConfigError, EndpointSpec, Settings, from_properties, load_toml, normalise_url
 from .endpoints import EndpointError
 from .filters import EventFilter, FilterError
+from .cli_help import epilog
 from .cli_jobstate import is_jobstate_log, run_jobstate
 from .runtime import run, setup_logging
 from .urls import mask
@@ -98,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
                                            "counter_stats.jsonl, ad_model.json; JSON lines, arrays or "
                                            "documents) are recognised by name or content and published as "
                                            "chimbuko.* events.",
-                               epilog=EPILOG, formatter_class=HelpFormatter)
+                               epilog=epilog("load"), formatter_class=HelpFormatter)
     load.add_argument("files", nargs="+", metavar="FILE",
                       help=".bp or .jsonl event file(s), one DAGMan jobstate.log (recognised by its lines), "
                            "or Chimbuko provenance exports (anomalies.jsonl, ...)")
@@ -115,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
                                description="Print events from an event file (like tail -F) or from an "
                                            "AMQP exchange, one readable line each. Chimbuko provenance "
                                            "records show function, rank, io step, runtime and anomaly score.",
-                               epilog=EPILOG, formatter_class=HelpFormatter)
+                               epilog=epilog("tail"), formatter_class=HelpFormatter)
     tail.add_argument("source", metavar="FILE|AMQP-URL")
     tail.add_argument("--events", metavar="PATTERNS", default="*", help="only events matching these globs")
     tail.add_argument("--format", choices=("pretty", "bp", "json"), default="pretty")
@@ -130,7 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
                 if not follow else "Follow a running workflow live until DAGMan exits.")
         cmd = commands.add_parser(name, help=what.split(" (")[0].lower().rstrip("."), description=what +
                                   " With no --dest, writes jobstate.log and <dag>.stampede.db next to "
-                                  "the workflow, as monitord does.", epilog=EPILOG, formatter_class=HelpFormatter)
+                                  "the workflow, as monitord does.", epilog=epilog(name), formatter_class=HelpFormatter)
         cmd.add_argument("path", metavar="SUBMIT_DIR|DAGMAN_OUT|JOBSTATE_LOG",
                          help="a Pegasus submit dir, its *.dagman.out (also a plain DAG's, without "
                               "braindump), or a plain DAG's jobstate.log (DAGMan's JOBSTATE_LOG; its state "
@@ -160,7 +161,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("monitord", add_help=False, help="run as pegasus-monitord (same options, properties, files)")
     commands.add_parser("install-monitord", add_help=False,
                         help="write a pegasus-monitord launcher into $PEGASUS_HOME/bin that starts streamer")
-    demo = commands.add_parser("demo", help="replay the bundled example workflow (no servers needed)")
+    demo = commands.add_parser("demo", help="replay the bundled example workflow (no servers needed)",
+                               epilog=epilog("demo"), formatter_class=HelpFormatter)
     demo.add_argument("--out", metavar="DIR", default="streamer-demo",
                       help="where to put the example workflow and its outputs (default: ./streamer-demo)")
     _common(demo)
@@ -189,6 +191,10 @@ def collect_endpoints(args: argparse.Namespace, defaults: list[str] | None = Non
         spec.events = spec.events or default_filter
     if getattr(args, "on_error", None):
         settings.on_error = args.on_error
+    if getattr(args, "verbose", 0):  # -v: the terminal shows every field
+        for spec in settings.endpoints:
+            if spec.url.startswith(("-", "term:")):
+                spec.options.setdefault("fields", "all")
     if getattr(args, "upgrade_schema", False):
         for spec in settings.endpoints:
             spec.options.setdefault("upgrade_schema", True)
@@ -205,6 +211,7 @@ def collect_endpoints(args: argparse.Namespace, defaults: list[str] | None = Non
 async def cmd_load(args: argparse.Namespace) -> int:
     from .pipeline import print_summary, run_pipeline
     from .sources.provenance import open_source
+    from .sources.sniff import NotEventFile, check_event_file
 
     settings = collect_endpoints(args)
     if not settings.endpoints:
@@ -221,6 +228,10 @@ async def cmd_load(args: argparse.Namespace) -> int:
         if path.is_dir():
             raise ConfigError(f"{name}: is a directory, not an event file (for a submit dir use: streamer replay {name})")
         _check_input(path, args.follow)
+        try:
+            check_event_file(path)
+        except NotEventFile as exc:
+            raise ConfigError(str(exc)) from None
     source = open_source(args.files, follow=args.follow, checkpoint=args.checkpoint or settings.checkpoint,
                          strict=args.strict, report=_report)
     result = await run_pipeline(source, settings.endpoints, on_error=settings.on_error,
@@ -275,7 +286,8 @@ async def cmd_tail(args: argparse.Namespace) -> int:
     from .urls import EndpointURL
 
     terminal = TerminalEndpoint(EndpointURL.parse("-"), {"format": args.format, "color": args.color,
-                                                          "events": args.events})
+                                                          "events": args.events,
+                                                          "fields": "all" if args.verbose else "compact"})
     if args.source.startswith(("amqp://", "amqps://")):
         try:
             from .sources.amqp import AMQPSource
@@ -356,6 +368,17 @@ async def dispatch(args: argparse.Namespace) -> int:
     raise ConfigError(f"unknown command {args.command}")
 
 
+def _dash_urls(argv: list[str]) -> list[str]:
+    """`--dest -?events=...` as `--dest=-?events=...`: argparse takes a value starting with `-?` for an option."""
+    out: list[str] = []
+    for item in argv:
+        if out and out[-1] in ("-d", "--dest") and item.startswith("-?"):
+            out[-1] = f"{out[-1]}={item}" if out[-1] == "--dest" else f"-d{item}"
+            continue
+        out.append(item)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "monitord":
@@ -367,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return install_main(argv[1:])
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_dash_urls(argv))
     if not args.command:
         parser.print_help()
         return 2
