@@ -138,7 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
                               "goes to <jobstate.log>.streamer.json)")
         _endpoint_options(cmd)
         cmd.add_argument("--no-recursive", action="store_true", help="do not follow sub-workflows")
-        cmd.add_argument("--timezone", metavar="TZ", help="zone of DAGMan's zone-less times (default: local)")
+        cmd.add_argument("--timezone", metavar="TZ", help="zone of DAGMan's zone-less times: an IANA name, UTC or an offset "
+                                                            "(-08:00); default: the one braindump.yml records")
         cmd.add_argument("--append", action="store_true",
                          help="keep what an earlier run wrote: database rows of this workflow, and "
                               "the content of file endpoints (a replay overwrites them otherwise, as monitord -r)")
@@ -327,7 +328,8 @@ async def cmd_monitor(args: argparse.Namespace, *, follow: bool) -> int:
                                   collect_endpoints=collect_endpoints, report=_report)
     if not path.exists():
         raise ConfigError(f"{args.path}: no such submit directory, dagman.out or jobstate.log file")
-    source = WorkflowSource(path, follow=follow, recursive=not args.no_recursive, timezone=args.timezone,
+    tz = _workflow_zone(args, path)
+    source = WorkflowSource(path, follow=follow, recursive=not args.no_recursive, timezone=tz,
                             keep_alive=getattr(args, "keep_alive", False), write_jobstate=not args.no_jobstate,
                             state_path=Path(args.state) if args.state else None, parser=args.parser)
     settings = collect_endpoints(args, defaults=[source.default_db_url()])
@@ -344,6 +346,22 @@ async def cmd_monitor(args: argparse.Namespace, *, follow: bool) -> int:
     if not args.quiet:
         print_summary(result, sys.stderr)
     return result.exit_code
+
+
+def _workflow_zone(args: argparse.Namespace, path: Path) -> str | None:
+    """--timezone checked (a usage error names it), else the offset braindump.yml records; said on stderr."""
+    from .monitor import zones
+
+    if args.timezone:
+        zones.parse_zone(args.timezone)
+        return args.timezone
+    directory = path if path.is_dir() else path.parent
+    recorded = zones.recorded_offset(directory)
+    if not args.quiet:
+        where = (f"{zones.describe(recorded)}, the offset braindump.yml records" if recorded
+                 else "the local zone (no braindump.yml timestamp)")
+        sys.stderr.write(f"streamer: DAGMan times read in {where}; --timezone to change\n")
+    return recorded
 
 
 async def cmd_demo(args: argparse.Namespace) -> int:
@@ -368,12 +386,14 @@ async def dispatch(args: argparse.Namespace) -> int:
     raise ConfigError(f"unknown command {args.command}")
 
 
-def _dash_urls(argv: list[str]) -> list[str]:
-    """`--dest -?events=...` as `--dest=-?events=...`: argparse takes a value starting with `-?` for an option."""
+def _dash_values(argv: list[str]) -> list[str]:
+    """`--dest -?events=...`, `--timezone -08:00` as `--dest=...`: argparse takes a value starting with `-` for an option."""
     out: list[str] = []
     for item in argv:
-        if out and out[-1] in ("-d", "--dest") and item.startswith("-?"):
-            out[-1] = f"{out[-1]}={item}" if out[-1] == "--dest" else f"-d{item}"
+        previous = out[-1] if out else ""
+        if (previous in ("-d", "--dest") and item.startswith("-?")) or \
+                (previous == "--timezone" and item[:1] == "-" and item[1:2].isdigit()):
+            out[-1] = f"{previous}={item}" if previous.startswith("--") else f"{previous}{item}"
             continue
         out.append(item)
     return out
@@ -390,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return install_main(argv[1:])
     parser = build_parser()
-    args = parser.parse_args(_dash_urls(argv))
+    args = parser.parse_args(_dash_values(argv))
     if not args.command:
         parser.print_help()
         return 2
