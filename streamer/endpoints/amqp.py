@@ -55,6 +55,7 @@ from pamqp.commands import Basic
 from ..events import Event, jsonenc
 from ..spool import Spool, SpoolError, SpoolFull
 from ..urls import EndpointURL, mask
+from .amqp_errors import classify
 from .base import Endpoint, EndpointError
 
 log = logging.getLogger("streamer.amqp")
@@ -199,9 +200,8 @@ async def connect(target: AMQPTarget, options: dict[str, Any], *, name: str = "s
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # refused, DNS, TLS, timeout: "not now"; auth, vhost: permanent
-        reason = _reason(exc)
-        raise BrokerUnavailable(f"cannot connect to {target.display}: {reason}",
-                                permanent=any(p in reason for p in _PERMANENT)) from None
+        reason, permanent = classify(exc, target)
+        raise BrokerUnavailable(f"cannot connect to {target.display}: {reason}", permanent=permanent) from None
 
 
 def _reason(exc: BaseException) -> str:
@@ -399,8 +399,8 @@ class AMQPEndpoint(Endpoint):
             await self._connect()
         except BrokerUnavailable as exc:
             if exc.permanent or not self.spool_enabled:
-                if self.spool is not None:  # release it: this run will not use it
-                    self.spool.close()
+                if self.spool is not None:  # release it: this run will not use it (nor leave it empty behind)
+                    self.spool.close(remove_if_empty=True)
                     self.spool = None
                 raise EndpointError(f"{self.name}: {exc}") from None
             self._note_down(exc)
