@@ -41,5 +41,5 @@ def test_wrong_vhost_and_refused_login_are_final_at_once(amqp_url: str, tmp_path
     bad_login = f"amqp://guest:wrong@{host}/%2F/workflows?spool={spool}&drain_timeout=2&retry_max=1"
     assert main(["load", str(source), "-q", "--dest", bad_login]) == 1
     err = capsys.readouterr().err
-    assert "login refused for user 'guest' (wrong user name or password)" in err and "wrong@" not in err
+    assert "login refused for user 'guest' (ACCESS_REFUSED: wrong user name or password)" in err and "wrong@" not in err
     assert not spool.exists()  # a refused login leaves no empty spool directory

@@ -26,7 +26,7 @@ def classify(exc: BaseException, target: Any) -> tuple[str, bool]:
     if ("Connection.OpenOk" in text and "Connection.Close" in text) or name == "ConnectionNotAllowed" or code == 530:
         return f"vhost {vhost!r} not found or not allowed for user {user!r}", True
     if name == "ProbableAuthenticationError" or "Login was refused" in text:
-        return f"login refused for user {user!r} (wrong user name or password)", True
+        return f"login refused for user {user!r} (ACCESS_REFUSED: wrong user name or password)", True
     if name == "AuthenticationError":
         return f"the broker accepts none of the login mechanisms streamer offers ({text})", True
     if "ACCESS_REFUSED" in text or code == 403:
