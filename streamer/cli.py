@@ -16,6 +16,7 @@ from .filters import EventFilter, FilterError
 from .cli_help import epilog
 from .cli_jobstate import is_jobstate_log, run_jobstate
 from .runtime import run, setup_logging
+from .statedir import replay_state_path, writes_submit_dir
 from .urls import mask
 
 log = logging.getLogger("streamer")
@@ -333,15 +334,18 @@ async def cmd_monitor(args: argparse.Namespace, *, follow: bool) -> int:
                             keep_alive=getattr(args, "keep_alive", False), write_jobstate=not args.no_jobstate,
                             state_path=Path(args.state) if args.state else None, parser=args.parser)
     settings = collect_endpoints(args, defaults=[source.default_db_url()])
+    here = source.plain or writes_submit_dir(source, settings.endpoints)  # else: nothing is written there
+    if not args.state and not here:
+        source.state_path = replay_state_path(source.submit_dir)
     defaults = {"replay": not args.append and not follow and not source.will_resume()}
     if not args.dest and not args.config and not args.conf and not args.quiet:
         sys.stderr.write(f"streamer: no --dest: writing {mask(settings.endpoints[0].url)} and jobstate.log\n")
     started = time.time()
-    if not source.plain:  # Pegasus's tools read these; a plain DAG's directory is left as DAGMan made it
+    if here and not source.plain:  # Pegasus's tools read these; a plain DAG's directory is left as DAGMan made it
         markers.write_started(Path(source.submit_dir), started)
     result = await run_pipeline(source, settings.endpoints, on_error=settings.on_error, defaults=defaults,
                                 progress=None if not args.quiet else False, label="events")
-    if result.exit_code == 0 and result.interrupted is None and not source.plain:
+    if result.exit_code == 0 and result.interrupted is None and here and not source.plain:
         markers.write_done(Path(source.submit_dir), started, time.time())
     if not args.quiet:
         print_summary(result, sys.stderr)
