@@ -316,7 +316,9 @@ async def cmd_tail(args: argparse.Namespace) -> int:
 
 
 async def cmd_monitor(args: argparse.Namespace, *, follow: bool) -> int:
+    from .endsummary import print_end_summary
     from .pipeline import print_summary, run_pipeline
+    from .progressline import ProgressLine, RunView
 
     try:
         from .monitor import markers
@@ -343,12 +345,16 @@ async def cmd_monitor(args: argparse.Namespace, *, follow: bool) -> int:
     started = time.time()
     if here and not source.plain:  # Pegasus's tools read these; a plain DAG's directory is left as DAGMan made it
         markers.write_started(Path(source.submit_dir), started)
+    view = RunView(follow=follow, keep_alive=getattr(args, "keep_alive", False))
+    meter = ProgressLine(view, sys.stderr, enabled=not args.quiet and sys.stderr.isatty())
     result = await run_pipeline(source, settings.endpoints, on_error=settings.on_error, defaults=defaults,
-                                progress=None if not args.quiet else False, label="events")
+                                label="events", meter=meter, watch=view.watch)
     if result.exit_code == 0 and result.interrupted is None and here and not source.plain:
         markers.write_done(Path(source.submit_dir), started, time.time())
     if not args.quiet:
         print_summary(result, sys.stderr)
+        if not source.plain:
+            print_end_summary(view, source.submit_dir, sys.stderr)
     return result.exit_code
 
 

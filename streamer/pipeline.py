@@ -7,14 +7,14 @@ import signal
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import Any, Callable, TextIO
 
 from .bus import Bus, BusError, make_route
 from .config import EndpointSpec
 from .endpoints import EndpointError, create_endpoint
 from .endpoints.base import Endpoint
 from .runtime import install_signal_handlers
-from .sources.base import Source, SourceError
+from .sources.base import Batch, Source, SourceError
 from .urls import mask
 
 log = logging.getLogger("streamer")
@@ -70,11 +70,13 @@ async def run_pipeline(source: Source, specs: list[EndpointSpec], *, on_error: s
                        stderr: TextIO | None = None, label: str = "events",
                        endpoints: list[Endpoint] | None = None,
                        extra: list[tuple[Endpoint, EndpointSpec]] | None = None,
-                       signals: bool = True) -> RunResult:
+                       signals: bool = True, meter: Any = None,
+                       watch: Callable[[Batch], None] | None = None) -> RunResult:
     """Run `source` into the endpoints of `specs` until it ends or a signal stops it.
 
     `extra`: endpoints built by the caller (with their specs) added to those of
-    `specs`; `signals=False`: the caller handles SIGINT/SIGTERM itself.
+    `specs`; `signals=False`: the caller handles SIGINT/SIGTERM itself; `meter`:
+    the progress display (default: `Progress`); `watch`: called with every batch.
     """
     err = stderr or sys.stderr
     routes = []
@@ -89,7 +91,7 @@ async def run_pipeline(source: Source, specs: list[EndpointSpec], *, on_error: s
             route.endpoint.resume(saved[key])
     bus = Bus(routes, on_error=on_error, commit=source.commit)
     show = err.isatty() if progress is None else progress
-    meter = Progress(err, show)
+    meter = meter if meter is not None else Progress(err, show)
     stopped: list[int] = []
 
     def on_stop(signum: int) -> None:
@@ -106,6 +108,8 @@ async def run_pipeline(source: Source, specs: list[EndpointSpec], *, on_error: s
         await source.commit_start(bus.marks())
         async for batch in source.batches():
             await bus.publish(batch)
+            if watch is not None:
+                watch(batch)
             meter.update(bus.published_events, batch.done, batch.total, label)
             if stopped:
                 break

@@ -60,5 +60,7 @@ def recorded_offset(submit_dir: str | Path) -> str | None:
 
 
 def describe(name: str) -> str:
-    """`-08:00` -> `UTC-08:00`; names as they are."""
+    """`-08:00` -> `UTC-08:00`, `+00:00` -> `UTC`; names as they are."""
+    if name in ("+00:00", "-00:00"):
+        return "UTC"
     return f"UTC{name}" if name[:1] in "+-" else name
