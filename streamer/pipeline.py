@@ -13,6 +13,7 @@ from .bus import Bus, BusError, make_route
 from .config import EndpointSpec
 from .endpoints import EndpointError, create_endpoint
 from .endpoints.base import Endpoint
+from .endpoints.waiting import left_behind, waiting_for
 from .runtime import install_signal_handlers
 from .sources.base import Batch, Source, SourceError
 from .urls import mask
@@ -97,10 +98,18 @@ async def run_pipeline(source: Source, specs: list[EndpointSpec], *, on_error: s
     def on_stop(signum: int) -> None:
         stopped.append(signum)
         err.write(f"\nstreamer: {signal.Signals(signum).name}: flushing buffered events, then exiting\n")
+        for route in routes:  # say what the flush waits for, and for how long
+            note = waiting_for(route.endpoint)
+            if note:
+                err.write(f"streamer: {mask(note)}\n")
+        err.flush()
         source.stop()
 
+    def left() -> list[str]:
+        return [mask(note) for route in routes if (note := left_behind(route.endpoint))]
+
     if signals:
-        install_signal_handlers(on_stop)
+        install_signal_handlers(on_stop, left)
     started = time.monotonic()
     exit_code = 0
     try:
