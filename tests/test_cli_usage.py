@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
-import shutil
 import sqlite3
+import sys
 from pathlib import Path
 
 import pytest
@@ -79,3 +79,14 @@ def test_dest_dash_query_without_equals_and_a_file_endpoint_in_a_missing_directo
     err = capsys.readouterr().err
     assert f"directory {missing} does not exist" in err and "Traceback" not in err
     assert not missing.exists() and not missing.parent.exists()
+
+
+def test_demo_warns_of_nothing_and_suggests_commands_that_run_here(tmp_path: Path, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # a fresh shell: the venv is not activated
+    assert main(["demo", "--out", str(tmp_path / "demo")]) == 0
+    err = capsys.readouterr().err
+    assert "WARNING" not in err  # not even for the demo's own sub-workflow job (its .out is DAGMan's)
+    script = Path(sys.executable).parent / "streamer"  # by its path (relative to here when under it)
+    script = script.relative_to(Path.cwd()) if script.is_relative_to(Path.cwd()) else script
+    assert f"  try: {script} tail {tmp_path / 'demo' / 'events.jsonl'} --from-start" in err
+    assert f"       {sys.executable} -m Pegasus.cli.pegasus-statistics -s all {tmp_path / 'demo' / 'workflow'}" in err
