@@ -27,6 +27,7 @@ def test_follow_shows_the_progress_line_and_ends_with_the_summary(tmp_path: Path
     run_dir = generate(tmp_path / "wf", jobs=6, scenario="held", seed=0)
     log = run_dir / "synth-0.dag.dagman.out"
     chunks = list(iter_dagman_chunks(run_dir, pieces=8, seed=1))  # the log is now empty
+    (run_dir / "00" / "00" / "analyze_ID0000005.out.000").unlink()  # a warning mid-run, while the line shows
     out = tmp_path / "events.jsonl"
     terminal.type(f"{sys.executable} -m streamer follow {run_dir} --dest {out} --no-jobstate; echo EXIT=$?")
     terminal.wait_for(lambda s: "waiting for DAGMan to start" in s, "the waiting state")
@@ -53,3 +54,7 @@ def test_follow_shows_the_progress_line_and_ends_with_the_summary(tmp_path: Path
     assert f"statistics: {sys.executable} -m Pegasus.cli.pegasus-statistics -s all {run_dir}" in final \
         or f"statistics: pegasus-statistics -s all {run_dir}" in final
     assert progress(final) is None and "waiting for DAGMan" not in final  # the line is gone at the end
+    warnings = [line for line in final.splitlines() if "WARNING" in line]
+    assert len(warnings) == 1 and warnings[0].startswith("streamer: WARNING: cannot read kickstart output "), warnings
+    assert "analyze_ID0000005.out.000" in warnings[0] and "jobs ·" not in warnings[0]  # whole, never over the line
+
