@@ -6,6 +6,7 @@ import logging
 import signal
 import sys
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, TextIO
 
@@ -31,24 +32,37 @@ class RunResult:
 
 
 class Progress:
-    """A one-line progress report on a terminal (`events  events/s  percent`)."""
+    """A one-line progress report on a terminal: events, the current events/s (last RATE_WINDOW s), percent."""
 
-    def __init__(self, stream: TextIO, enabled: bool, interval: float = 0.5) -> None:
+    RATE_WINDOW = 5.0
+
+    def __init__(self, stream: TextIO, enabled: bool, interval: float = 0.5,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.stream = stream
         self.enabled = enabled
         self.interval = interval
-        self.started = time.monotonic()
-        self._last = 0.0
+        self.clock = clock
+        self.started = clock()
+        self._last = float("-inf")
         self._shown = False
+        self._samples: deque[tuple[float, int]] = deque([(self.started, 0)])
+
+    def rate(self, now: float, events: int) -> float:
+        """Events per second over the last RATE_WINDOW seconds, not the run's average."""
+        self._samples.append((now, events))
+        while len(self._samples) > 2 and now - self._samples[1][0] >= self.RATE_WINDOW:
+            self._samples.popleft()
+        first_t, first_n = self._samples[0]
+        return (events - first_n) / max(now - first_t, 1e-9)
 
     def update(self, events: int, done: int = 0, total: int | None = None, label: str = "events") -> None:
-        now = time.monotonic()
+        now = self.clock()
+        rate = self.rate(now, events)
         if not self.enabled or now - self._last < self.interval:
             return
         self._last = now
-        rate = events / max(now - self.started, 1e-9)
         share = f"  {100 * done / total:5.1f}%" if total else ""
-        self.stream.write(f"\r{events:,} {label}  {rate:,.0f} events/s{share}   ")
+        self.stream.write(f"\r{events:,} {label}  {rate:,.0f} events/s now{share}   ")
         self.stream.flush()
         self._shown = True
 
