@@ -43,15 +43,3 @@ def test_compact_line_by_default_and_every_field_with_verbose() -> None:
     assert "%0A" not in full  # job output decoded, one line per line, indented under its event
     assert "stdout.text=\"#@ 1 stderr\n     /bin/ls: invalid option -- 'z'\" stderr.text=" in full
 
-
-def test_load_progress_shows_the_current_rate_not_the_lifetime_average() -> None:
-    from streamer.pipeline import Progress
-
-    now = [0.0]
-    stream = io.StringIO()
-    meter = Progress(stream, True, clock=lambda: now[0])
-    for t, events in ((10.0, 100_000), (16.0, 100_060), (20.0, 100_100)):  # a burst, then a trickle
-        now[0] = t
-        meter.update(events)
-    last = stream.getvalue().split("\r")[-1].strip()
-    assert last == "100,100 events  10 events/s now"  # the lifetime average would be 5,005 events/s
