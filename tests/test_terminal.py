@@ -42,4 +42,3 @@ def test_compact_line_by_default_and_every_field_with_verbose() -> None:
     assert "work_dir=/home/u/condor/execute/dir_148321" in full and "stdout.file=00/00/ls_ID0000001.out.000" in full
     assert "%0A" not in full  # job output decoded, one line per line, indented under its event
     assert "stdout.text=\"#@ 1 stderr\n     /bin/ls: invalid option -- 'z'\" stderr.text=" in full
-
