@@ -347,8 +347,11 @@ async def cmd_monitor(args: argparse.Namespace, *, follow: bool) -> int:
         markers.write_started(Path(source.submit_dir), started)
     view = RunView(follow=follow, keep_alive=getattr(args, "keep_alive", False))
     meter = ProgressLine(view, sys.stderr, enabled=not args.quiet and sys.stderr.isatty())
-    result = await run_pipeline(source, settings.endpoints, on_error=settings.on_error, defaults=defaults,
-                                label="events", meter=meter, watch=view.watch)
+    try:
+        result = await run_pipeline(source, settings.endpoints, on_error=settings.on_error, defaults=defaults,
+                                    label="events", meter=meter, watch=view.watch)
+    finally:  # also when an endpoint cannot even be built: the terminal gets its cursor back
+        meter.finish()
     if result.exit_code == 0 and result.interrupted is None and here and not source.plain:
         markers.write_done(Path(source.submit_dir), started, time.time())
     if not args.quiet:
