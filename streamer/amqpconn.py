@@ -19,6 +19,7 @@ from urllib.parse import unquote, urlsplit
 
 import aio_pika
 
+from .amqperrors import classify
 from .urls import mask
 
 CONNECT_TIMEOUT = 10.0
@@ -136,9 +137,8 @@ async def connect(target: AMQPTarget, options: dict[str, Any], *, name: str = "s
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # refused, DNS, TLS, timeout: "not now"; auth, vhost: permanent
-        reason = _reason(exc)
-        raise BrokerUnavailable(f"cannot connect to {target.display}: {reason}",
-                                permanent=any(p in reason for p in _PERMANENT)) from None
+        reason, permanent = classify(exc, target)
+        raise BrokerUnavailable(f"cannot connect to {target.display}: {reason}", permanent=permanent) from None
 
 
 def _reason(exc: BaseException) -> str:

@@ -14,9 +14,11 @@ from .config import ConfigError, EndpointSpec, Settings, from_properties, load_t
 from .endpoints import EndpointError
 from .endpoints.options import help_text as option_help
 from .filters import EventFilter, FilterError
+from .cli_help import epilog
 from .cli_jobstate import is_jobstate_log, run_jobstate
 from .runtime import run, setup_logging
 from .sources.base import SourceError
+from .statedir import replay_state_path, writes_submit_dir
 from .urls import EndpointURL, mask
 
 log = logging.getLogger("streamer")
@@ -128,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
                                            "counter_stats.jsonl, ad_model.json; JSON lines, arrays or "
                                            "documents) are recognised by name or content and published as "
                                            "chimbuko.* events.",
-                               epilog=EPILOG, formatter_class=HelpFormatter)
+                               epilog=epilog("load"), formatter_class=HelpFormatter)
     load.add_argument("files", nargs="+", metavar="FILE",
                       help=".bp or .jsonl event file(s), one DAGMan jobstate.log (recognised by its lines), "
                            "Chimbuko provenance exports (anomalies.jsonl, ...), or one RabbitMQ queue to collect: "
@@ -146,7 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
                                description="Print events from an event file (like tail -F) or from an "
                                            "AMQP exchange, one readable line each. Chimbuko provenance "
                                            "records show function, rank, io step, runtime and anomaly score.",
-                               epilog=EPILOG, formatter_class=HelpFormatter)
+                               epilog=epilog("tail"), formatter_class=HelpFormatter)
     tail.add_argument("source", metavar="FILE|AMQP-URL")
     tail.add_argument("--events", metavar="PATTERNS", default="*", action=_Once,
                       help="only events matching these globs")
@@ -162,14 +164,15 @@ def build_parser() -> argparse.ArgumentParser:
                 if not follow else "Follow a running workflow live until DAGMan exits.")
         cmd = commands.add_parser(name, help=what.split(" (")[0].lower().rstrip("."), description=what +
                                   " With no --dest, writes jobstate.log and <dag>.stampede.db next to "
-                                  "the workflow, as monitord does.", epilog=EPILOG, formatter_class=HelpFormatter)
+                                  "the workflow, as monitord does.", epilog=epilog(name), formatter_class=HelpFormatter)
         cmd.add_argument("path", metavar="SUBMIT_DIR|DAGMAN_OUT|JOBSTATE_LOG",
                          help="a Pegasus submit dir, its *.dagman.out (also a plain DAG's, without "
                               "braindump), or a plain DAG's jobstate.log (DAGMan's JOBSTATE_LOG; its state "
                               "goes to <jobstate.log>.streamer.json)")
         _endpoint_options(cmd)
         cmd.add_argument("--no-recursive", action="store_true", help="do not follow sub-workflows")
-        cmd.add_argument("--timezone", metavar="TZ", help="zone of DAGMan's zone-less times (default: local)")
+        cmd.add_argument("--timezone", metavar="TZ", help="zone of DAGMan's zone-less times: an IANA name, UTC or an offset "
+                                                            "(-08:00); default: the one braindump.yml records")
         cmd.add_argument("--append", action="store_true",
                          help="keep what an earlier run wrote: database rows of this workflow, and "
                               "the content of file endpoints (a replay overwrites them otherwise, as monitord -r)")
@@ -196,7 +199,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("monitord", add_help=False, help="run as pegasus-monitord (same options, properties, files)")
     commands.add_parser("install-monitord", add_help=False,
                         help="write a pegasus-monitord launcher into $PEGASUS_HOME/bin that starts streamer")
-    demo = commands.add_parser("demo", help="replay the bundled example workflow (no servers needed)")
+    demo = commands.add_parser("demo", help="replay the bundled example workflow (no servers needed)",
+                               epilog=epilog("demo"), formatter_class=HelpFormatter)
     demo.add_argument("--out", metavar="DIR", default="streamer-demo",
                       help="where to put the example workflow and its outputs (default: ./streamer-demo)")
     _common(demo)
@@ -229,6 +233,10 @@ def collect_endpoints(args: argparse.Namespace, defaults: list[str] | None = Non
         spec.events = spec.events or default_filter
     if getattr(args, "on_error", None):
         settings.on_error = args.on_error
+    if getattr(args, "verbose", 0):  # -v: the terminal shows every field
+        for spec in settings.endpoints:
+            if spec.url.startswith(("-", "term:")):
+                spec.options.setdefault("fields", "all")
     if getattr(args, "upgrade_schema", False):
         for spec in settings.endpoints:
             spec.options.setdefault("upgrade_schema", True)
@@ -246,6 +254,7 @@ def collect_endpoints(args: argparse.Namespace, defaults: list[str] | None = Non
 async def cmd_load(args: argparse.Namespace) -> int:
     from .pipeline import print_summary, run_pipeline
     from .sources.provenance import open_source
+    from .sources.sniff import NotEventFile, check_event_file
 
     settings = collect_endpoints(args)
     if not settings.endpoints:
@@ -266,6 +275,10 @@ async def cmd_load(args: argparse.Namespace) -> int:
         if path.is_dir():
             raise ConfigError(f"{name}: is a directory, not an event file (for a submit dir use: streamer replay {name})")
         _check_input(path, args.follow)
+        try:
+            check_event_file(path)
+        except NotEventFile as exc:
+            raise ConfigError(str(exc)) from None
     inputs = _distinct_inputs(args.files)
     source = open_source(inputs, follow=args.follow, checkpoint=args.checkpoint or settings.checkpoint,
                          strict=args.strict, report=_report)
@@ -342,7 +355,8 @@ async def cmd_tail(args: argparse.Namespace) -> int:
 
     _warn_unmatched(args.events)
     terminal = TerminalEndpoint(EndpointURL.parse("-"), {"format": args.format, "color": args.color,
-                                                          "events": args.events})
+                                                          "events": args.events,
+                                                          "fields": "all" if args.verbose else "compact"})
     if args.source.startswith(("amqp://", "amqps://")):
         try:
             from .sources.amqp import AMQPSource
@@ -369,7 +383,9 @@ async def cmd_tail(args: argparse.Namespace) -> int:
 
 
 async def cmd_monitor(args: argparse.Namespace, *, follow: bool) -> int:
+    from .endsummary import print_end_summary
     from .pipeline import print_summary, run_pipeline
+    from .progressline import ProgressLine, RunView
 
     try:
         from .monitor import markers
@@ -382,12 +398,16 @@ async def cmd_monitor(args: argparse.Namespace, *, follow: bool) -> int:
                                   collect_endpoints=collect_endpoints, report=_report)
     if not path.exists():
         raise ConfigError(f"{args.path}: no such submit directory, dagman.out or jobstate.log file")
-    source = WorkflowSource(path, follow=follow, recursive=not args.no_recursive, timezone=args.timezone,
+    tz = _workflow_zone(args, path)
+    source = WorkflowSource(path, follow=follow, recursive=not args.no_recursive, timezone=tz,
                             keep_alive=getattr(args, "keep_alive", False), write_jobstate=not args.no_jobstate,
                             state_path=Path(args.state) if args.state else None, parser=args.parser,
                             resume=follow or args.resume)
     settings = collect_endpoints(args, defaults=[source.default_db_url()])
     source.destinations = sorted(f"{mask(s.url)} events={s.events or '*'}" for s in settings.endpoints)
+    here = source.plain or writes_submit_dir(source, settings.endpoints)  # else: nothing is written there
+    if not args.state and not here:
+        source.state_path = replay_state_path(source.submit_dir)
     defaults = {"replay": not args.append and not follow and not source.will_resume()}
     for note in source.notes:
         _report(note)
@@ -398,16 +418,38 @@ async def cmd_monitor(args: argparse.Namespace, *, follow: bool) -> int:
                          f"given), so pegasus-analyzer and pegasus-statistics cannot read this run; add "
                          f"--dest {source.default_db_url()} to keep monitord's database\n")
     started = time.time()
-    if not source.plain:  # Pegasus's tools read these; a plain DAG's directory is left as DAGMan made it
+    if here and not source.plain:  # Pegasus's tools read these; a plain DAG's directory is left as DAGMan made it
         markers.write_started(Path(source.submit_dir), started)
-    result = await run_pipeline(source, settings.endpoints, on_error=settings.on_error, defaults=defaults,
-                                progress=None if not args.quiet else False, label="events",
-                                metrics=args.metrics)
-    if result.exit_code == 0 and result.interrupted is None and not source.plain:
+    view = RunView(follow=follow, keep_alive=getattr(args, "keep_alive", False))
+    meter = ProgressLine(view, sys.stderr, enabled=not args.quiet and sys.stderr.isatty())
+    try:
+        result = await run_pipeline(source, settings.endpoints, on_error=settings.on_error, defaults=defaults,
+                                    label="events", meter=meter, watch=view.watch, metrics=args.metrics)
+    finally:  # also when an endpoint cannot even be built: the terminal gets its cursor back
+        meter.finish()
+    if result.exit_code == 0 and result.interrupted is None and here and not source.plain:
         markers.write_done(Path(source.submit_dir), started, time.time())
     if not args.quiet:
         print_summary(result, sys.stderr)
+        if not source.plain:
+            print_end_summary(view, source.submit_dir, sys.stderr)
     return result.exit_code
+
+
+def _workflow_zone(args: argparse.Namespace, path: Path) -> str | None:
+    """--timezone checked (a usage error names it), else the offset braindump.yml records; said on stderr."""
+    from .monitor import zones
+
+    if args.timezone:
+        zones.parse_zone(args.timezone)
+        return args.timezone
+    directory = path if path.is_dir() else path.parent
+    recorded = zones.recorded_offset(directory)
+    if not args.quiet:
+        where = (f"{zones.describe(recorded)}, the offset braindump.yml records" if recorded
+                 else "the local zone (no braindump.yml timestamp)")
+        sys.stderr.write(f"streamer: DAGMan times read in {where}; --timezone to change\n")
+    return recorded
 
 
 async def cmd_demo(args: argparse.Namespace) -> int:
@@ -432,6 +474,19 @@ async def dispatch(args: argparse.Namespace) -> int:
     raise ConfigError(f"unknown command {args.command}")
 
 
+def _dash_values(argv: list[str]) -> list[str]:
+    """`--dest -?events=...`, `--timezone -08:00` as `--dest=...`: argparse takes a value starting with `-` for an option."""
+    out: list[str] = []
+    for item in argv:
+        previous = out[-1] if out else ""
+        if (previous in ("-d", "--dest") and item.startswith("-?")) or \
+                (previous == "--timezone" and item[:1] == "-" and item[1:2].isdigit()):
+            out[-1] = f"{previous}={item}" if previous.startswith("--") else f"{previous}{item}"
+            continue
+        out.append(item)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "monitord":
@@ -443,7 +498,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return install_main(argv[1:])
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_dash_values(argv))
     if not args.command:
         parser.print_help()
         return 2

@@ -40,9 +40,27 @@ async def run_demo(out: Path, *, quiet: bool = False) -> int:
         print_summary(result, sys.stderr)
     if result.exit_code == 0:
         say(_db_summary(Path(db_url.removeprefix("sqlite:///"))))
+        from .endsummary import pegasus_tool
+
         say(f"  jobstate.log: {workflow / 'jobstate.log'}\n  all events:   {events_file}\n"
-            f"  try: streamer tail {events_file} --from-start --no-follow --events 'stampede.job_inst.main.end'")
+            f"  try: {streamer_command()} tail {events_file} --from-start --no-follow "
+            "--events 'stampede.job_inst.main.end'\n"
+            f"       {pegasus_tool('pegasus-statistics')} -s all {workflow}")
     return result.exit_code
+
+
+def streamer_command() -> str:
+    """How to run streamer from here: `streamer` when that is on PATH, else the venv's script by its path."""
+    here = Path(sys.executable).parent / "streamer"
+    found = shutil.which("streamer")
+    if found and Path(found).resolve() == here.resolve():
+        return "streamer"
+    if here.exists():
+        try:
+            return str(here.relative_to(Path.cwd()))
+        except ValueError:
+            return str(here)
+    return f"{sys.executable} -m streamer"
 
 
 def _db_summary(db: Path) -> str:

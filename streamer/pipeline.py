@@ -6,16 +6,18 @@ import logging
 import signal
 import sys
 import time
+from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import Any, Callable, TextIO
 
 from .bus import Bus, BusError, make_route
 from .config import EndpointSpec
 from .endpoints import EndpointError, create_endpoint
 from .endpoints.base import Endpoint
 from .endpoints.deadletter import with_dead_letters
+from .endpoints.waiting import left_behind, waiting_for
 from .runtime import install_signal_handlers
-from .sources.base import Source, SourceError
+from .sources.base import Batch, Source, SourceError
 from .urls import mask
 
 log = logging.getLogger("streamer")
@@ -33,24 +35,37 @@ class RunResult:
 
 
 class Progress:
-    """A one-line progress report on a terminal (`events  events/s  percent`)."""
+    """A one-line progress report on a terminal: events, the current events/s (last RATE_WINDOW s), percent."""
 
-    def __init__(self, stream: TextIO, enabled: bool, interval: float = 0.5) -> None:
+    RATE_WINDOW = 5.0
+
+    def __init__(self, stream: TextIO, enabled: bool, interval: float = 0.5,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.stream = stream
         self.enabled = enabled
         self.interval = interval
-        self.started = time.monotonic()
-        self._last = 0.0
+        self.clock = clock
+        self.started = clock()
+        self._last = float("-inf")
         self._shown = False
+        self._samples: deque[tuple[float, int]] = deque([(self.started, 0)])
+
+    def rate(self, now: float, events: int) -> float:
+        """Events per second over the last RATE_WINDOW seconds, not the run's average."""
+        self._samples.append((now, events))
+        while len(self._samples) > 2 and now - self._samples[1][0] >= self.RATE_WINDOW:
+            self._samples.popleft()
+        first_t, first_n = self._samples[0]
+        return (events - first_n) / max(now - first_t, 1e-9)
 
     def update(self, events: int, done: int = 0, total: int | None = None, label: str = "events") -> None:
-        now = time.monotonic()
+        now = self.clock()
+        rate = self.rate(now, events)
         if not self.enabled or now - self._last < self.interval:
             return
         self._last = now
-        rate = events / max(now - self.started, 1e-9)
         share = f"  {100 * done / total:5.1f}%" if total else ""
-        self.stream.write(f"\r{events:,} {label}  {rate:,.0f} events/s{share}   ")
+        self.stream.write(f"\r{events:,} {label}  {rate:,.0f} events/s now{share}   ")
         self.stream.flush()
         self._shown = True
 
@@ -73,12 +88,14 @@ async def run_pipeline(source: Source, specs: list[EndpointSpec], *, on_error: s
                        stderr: TextIO | None = None, label: str = "events",
                        endpoints: list[Endpoint] | None = None,
                        extra: list[tuple[Endpoint, EndpointSpec]] | None = None,
-                       signals: bool = True, metrics: str | None = None) -> RunResult:
+                       signals: bool = True, metrics: str | None = None, meter: Any = None,
+                       watch: Callable[[Batch], None] | None = None) -> RunResult:
     """Run `source` into the endpoints of `specs` until it ends or a signal stops it.
 
     `extra`: endpoints built by the caller (with their specs) added to those of
     `specs`; `signals=False`: the caller handles SIGINT/SIGTERM itself;
-    `metrics`: HOST:PORT to serve Prometheus metrics and /healthz on while it runs.
+    `metrics`: HOST:PORT to serve Prometheus metrics and /healthz on while it runs; `meter`:
+    the progress display (default: `Progress`); `watch`: called with every batch.
     """
     err = stderr or sys.stderr
     routes = []
@@ -94,16 +111,24 @@ async def run_pipeline(source: Source, specs: list[EndpointSpec], *, on_error: s
     bus = Bus(routes, on_error=on_error, commit=source.commit)
     exporter = await start_metrics(metrics, bus, source)
     show = err.isatty() if progress is None else progress
-    meter = Progress(err, show)
+    meter = meter if meter is not None else Progress(err, show)
     stopped: list[int] = []
 
     def on_stop(signum: int) -> None:
         stopped.append(signum)
         err.write(f"\nstreamer: {signal.Signals(signum).name}: flushing buffered events, then exiting\n")
+        for route in routes:  # say what the flush waits for, and for how long
+            note = waiting_for(route.endpoint)
+            if note:
+                err.write(f"streamer: {mask(note)}\n")
+        err.flush()
         source.stop()
 
+    def left() -> list[str]:
+        return [mask(note) for route in routes if (note := left_behind(route.endpoint))]
+
     if signals:
-        install_signal_handlers(on_stop)
+        install_signal_handlers(on_stop, left)
     started = time.monotonic()
     exit_code = 0
     try:
@@ -111,6 +136,8 @@ async def run_pipeline(source: Source, specs: list[EndpointSpec], *, on_error: s
         await source.commit_start(bus.marks())
         async for batch in source.batches():
             await bus.publish(batch)
+            if watch is not None:
+                watch(batch)
             meter.update(bus.published_events, batch.done, batch.total, label)
             if stopped:
                 break

@@ -65,14 +65,21 @@ def log_to_stderr(level: int) -> None:
     root.setLevel(level)
 
 
-def install_signal_handlers(on_stop: Callable[[int], None]) -> None:
-    """SIGINT/SIGTERM call `on_stop(signum)`; a second signal exits at once."""
+def install_signal_handlers(on_stop: Callable[[int], None],
+                            left: Callable[[], list[str]] | None = None) -> None:
+    """SIGINT/SIGTERM call `on_stop(signum)`; a second signal exits at once (128 + N), saying
+    what it leaves behind (`left()`: one message per endpoint)."""
     loop = asyncio.get_running_loop()
     seen: list[int] = []
 
     def handler(signum: int) -> None:
         if seen:
-            sys.stderr.write("streamer: second signal: exiting without flushing\n")
+            try:
+                notes = left() if left is not None else []
+            except Exception:  # noqa: BLE001 - exiting now whatever happens
+                notes = []
+            sys.stderr.write("streamer: second signal: exiting without flushing\n"
+                             + "".join(f"streamer: {note}\n" for note in notes))
             sys.stderr.flush()
             os._exit(128 + signum)
         seen.append(signum)

@@ -47,3 +47,14 @@ def test_progress_line_shows_rate_and_share() -> None:
     silent = io.StringIO()
     Progress(silent, enabled=False, interval=0.0).update(10)
     assert silent.getvalue() == ""
+
+
+def test_load_progress_shows_the_current_rate_not_the_lifetime_average() -> None:
+    now = [0.0]
+    stream = io.StringIO()
+    meter = Progress(stream, True, clock=lambda: now[0])
+    for t, events in ((10.0, 100_000), (16.0, 100_060), (20.0, 100_100)):  # a burst, then a trickle
+        now[0] = t
+        meter.update(events)
+    last = stream.getvalue().split("\r")[-1].strip()
+    assert last == "100,100 events  10 events/s now"  # the lifetime average would be 5,005 events/s

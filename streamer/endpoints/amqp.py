@@ -289,8 +289,8 @@ class AMQPEndpoint(Endpoint):
             await self._connect()
         except BrokerUnavailable as exc:
             if exc.permanent or not self.spool_enabled:
-                if self.spool is not None:  # release it: this run will not use it
-                    self.spool.close()
+                if self.spool is not None:  # release it: this run will not use it (nor leave it empty behind)
+                    self.spool.close(remove_if_empty=True)
                     self.spool = None
                 raise EndpointError(f"{self.name}: {exc}") from None
             self._note_down(exc)

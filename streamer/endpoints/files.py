@@ -73,6 +73,8 @@ class FileEndpoint(Endpoint):
     def __init__(self, url: EndpointURL, options: dict | None = None) -> None:
         super().__init__(url, options)
         self.path = file_path(url)
+        if not self.path.parent.is_dir():  # a typo must not create /nonexistent/dir
+            raise EndpointError(f"{self.url.masked}: directory {self.path.parent} does not exist (create it first)")
         self.encoding = encoding_for(self.path, self.option("encoding"))
         self.fsync = self.flag("fsync")
         self.truncate = self._truncates()
@@ -118,7 +120,6 @@ class FileEndpoint(Endpoint):
         if self.path.is_dir():
             raise EndpointError(f"{self.path}: is a directory")
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
             if self._resume is not None and not self.truncate:
                 self._cut_back(self._resume)
             self._file = await aiofiles.open(self.path, "wb" if self.truncate else "ab")

@@ -185,6 +185,7 @@ FILE = (
 TERMINAL = (
     Option("format", choice("pretty", "bp", "json"), "pretty", "line format"),
     Option("color", choice("auto", "always", "never"), "auto", "colours (auto: when a terminal)"),
+    Option("fields", choice("compact", "all"), "compact", "compact line, or every field with job output (-v)"),
 )
 
 _RETRY = Option("retry_for", parse_duration, 300.0, "seconds a transient fault may last before the endpoint fails")

@@ -1,9 +1,11 @@
 """Terminal endpoint: one readable line per event (`pretty`), or raw `bp` / `json`.
 
-`pretty` shows the time, the event name coloured by kind (errors red), the
-job and instance, then the remaining fields, leaving out what monitord
-repeats on every event (dax, dag, submit dir, ...). Colour only on a TTY
-unless forced (`?color=always|never`).
+`pretty` shows the time, the event name coloured by its outcome (see
+`streamer/endpoints/outcome.py`: a failure red, a hold yellow, a success green,
+whatever monitord's `level=` says), the job and instance, then the remaining
+fields: compact by default (no paths, working dirs, argv, null values; job
+output decoded and cut to its first line), every field with `?fields=all` (`-v`).
+Colour only on a TTY unless forced (`?color=always|never`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from ..events import Event, bp, chimbuko, chimbuko_forms, jsonenc
 from ..urls import EndpointURL
 from . import options as option_specs
 from .base import Endpoint
+from .outcome import COMPACT_HIDDEN, outcome, output_text
 
 REPEATED = frozenset(
     ("ts", "level", "xwf.id", "root.xwf.id", "dax", "dag", "wf.ts", "submit.dir",
@@ -24,6 +27,8 @@ REPEATED = frozenset(
 _RESET = "\x1b[0m"
 _COLOURS = {
     "error": "\x1b[1;31m",
+    "held": "\x1b[1;33m",
+    "success": "\x1b[32m",
     "stampede.xwf": "\x1b[1;35m",
     "stampede.job_inst": "\x1b[36m",
     "stampede.inv": "\x1b[32m",
@@ -36,16 +41,20 @@ MAX_VALUE = 60
 
 
 def _colour_for(event: Event) -> str:
-    if event.fields.get("level") == "Error":
-        return _COLOURS["error"]
+    kind = outcome(event)
+    if kind is not None:
+        return _COLOURS[kind]
     for prefix in ("stampede.xwf", "stampede.job_inst", "stampede.inv", "stampede.wf", "stampede.static"):
         if event.name.startswith(prefix):
             return _COLOURS[prefix]
     return _COLOURS["other"]
 
 
-def _short(value: Any) -> str:
+def _short(value: Any, whole: bool = False) -> str:
     text = value if isinstance(value, str) else repr(value) if isinstance(value, float) else str(value)
+    if whole:  # -v: every line of job output, indented under its event
+        text = text.rstrip("\n").replace("\n", "\n    ")
+        return f'"{text}"' if (" " in text or not text) else text
     text = text.replace("\n", "\\n")
     if len(text) > MAX_VALUE:
         text = text[: MAX_VALUE - 1] + "…"
@@ -58,7 +67,22 @@ def _clock(ts: Any) -> str:
     return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def pretty_line(event: Event, *, colour: bool) -> str:
+def _fields_text(fields: dict, verbose: bool) -> str:
+    if verbose:
+        return " ".join(f"{k}={_short(output_text(k, v, whole=True), True)}" for k, v in fields.items()
+                        if k not in REPEATED)
+    parts = []
+    for key, value in fields.items():
+        if key in REPEATED or key in COMPACT_HIDDEN or value is None or value == "None":
+            continue
+        text = output_text(key, value, whole=False)
+        if text is None:
+            continue
+        parts.append(f"{key}={_short(text)}")
+    return " ".join(parts)
+
+
+def pretty_line(event: Event, *, colour: bool, verbose: bool = False) -> str:
     fields = event.fields
     if event.name.startswith(chimbuko.PREFIX):
         line = chimbuko_forms.pretty(event)
@@ -68,7 +92,7 @@ def pretty_line(event: Event, *, colour: bool) -> str:
     if "job_inst.id" in fields:
         subject = f"{subject}#{fields['job_inst.id']}"
     wf = str(fields.get("xwf.id") or "")[:8]
-    rest = " ".join(f"{k}={_short(v)}" for k, v in fields.items() if k not in REPEATED)
+    rest = _fields_text(fields, verbose)
     name = event.name  # the full name, so a copied one works in --events
     if colour:
         return f"{_DIM}{_clock(fields.get('ts'))} {wf}{_RESET} {_colour_for(event)}{name:<33}{_RESET} {subject} {rest}".rstrip()
@@ -90,6 +114,10 @@ class TerminalEndpoint(Endpoint):
         mode = str(self.option("color", "auto")).lower()
         isatty = getattr(self.stream, "isatty", lambda: False)()
         self.colour = mode == "always" or (mode == "auto" and isatty)
+        detail = str(self.option("fields", "compact")).lower()
+        if detail not in ("compact", "all"):
+            raise ValueError(f"unknown fields {detail!r} (use compact or all)")
+        self.verbose = detail == "all"
 
     @property
     def name(self) -> str:
@@ -100,7 +128,7 @@ class TerminalEndpoint(Endpoint):
             return bp.format_event(event)
         if self.format == "json":
             return jsonenc.dumps(event).decode()
-        return pretty_line(event, colour=self.colour)
+        return pretty_line(event, colour=self.colour, verbose=self.verbose)
 
     def _text(self, batch: Sequence[Event]) -> str:
         return "".join(self.render(e) + "\n" for e in batch)

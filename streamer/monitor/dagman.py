@@ -14,7 +14,8 @@ import re
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone, tzinfo
-from zoneinfo import ZoneInfo
+
+from .zones import parse_zone
 
 RE_TS = re.compile(r"(\d{1,2})/(\d{1,2})(?:/(\d{1,2}))?\s+(\d{1,2}):(\d{2}):(\d{2})")
 RE_ISO = re.compile(
@@ -59,12 +60,10 @@ class Line:
 
 
 def zone(name: str | None) -> tzinfo | None:
-    """The zone to read DAGMan times in: a tz name, `UTC`, or None for the local zone."""
+    """The zone to read DAGMan times in: a tz name, `UTC`, an offset (`-08:00`), or None for the local zone."""
     if name is None or name == "":
         return None
-    if name.upper() in ("UTC", "Z", "GMT"):
-        return timezone.utc
-    return ZoneInfo(name)
+    return parse_zone(name)
 
 
 class LineParser:

@@ -266,6 +266,17 @@ def _exit_with_parent(parent: int, interval: float = 0.2) -> None:
     threading.Thread(target=watch, name="streamer-parent-watch", daemon=True).start()
 
 
+def _silence_stdout() -> None:
+    """The pipe to a parent that is gone: point it at /dev/null, so the interpreter's final flush of what
+    was buffered cannot print `Exception ignored ... BrokenPipeError` over the user's terminal."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.close(null)
+    except OSError:
+        pass
+
+
 def serve() -> int:
     """Serve `open`/`step`/`finish`/`close` requests until the parent closes our stdin."""
     # the parent handles SIGINT/SIGTERM (flushing its endpoints) and then closes us
@@ -325,6 +336,7 @@ def serve() -> int:
             replies.write(reply)
             replies.flush()
         except OSError:  # BrokenPipeError: the parent is gone (or closed us): nothing left to serve
+            _silence_stdout()
             return 0
         if speculate and core is not None:
             try:

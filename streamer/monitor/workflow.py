@@ -886,7 +886,7 @@ class Workflow:
                 job.rotated = True
             text = _read_text(path)
             if text is None:
-                if not job.name.startswith("noop_"):
+                if not job.name.startswith("noop_") and job.dagman_out is None:  # a sub-workflow's: DAGMan's
                     self.warn(f"cannot read kickstart output {path} of job {job.name}")
             else:
                 records = kickstart.parse(text, path)

@@ -1,0 +1,43 @@
+"""What an endpoint still waits for when the user interrupts a run, and what a second interrupt leaves behind.
+
+Duck-typed on the spooling endpoints (AMQP): an endpoint with a `spool` and a
+`drain_timeout` waits at exit for the broker to take what is spooled. The
+pipeline says so at the first Ctrl-C, and what stays in the spool at the second.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _spooled(endpoint: Any) -> int | None:
+    spool = getattr(endpoint, "spool", None)
+    if spool is None or not hasattr(endpoint, "drain_timeout"):
+        return None
+    try:
+        return len(spool)
+    except Exception:  # noqa: BLE001 - a closed spool: nothing to say
+        return None
+
+
+def waiting_for(endpoint: Any) -> str | None:
+    """`waiting up to 300 s for the broker ...`, or None when the endpoint waits for nothing."""
+    count = _spooled(endpoint)
+    if count is None:
+        return None
+    publisher = getattr(endpoint, "publisher", None)
+    down = publisher is None or not getattr(publisher, "alive", True)
+    if not count and not down:
+        return None
+    what = f"to take {count:,} spooled events" if count else "(unreachable)"
+    return (f"{endpoint.name}: waiting up to {endpoint.drain_timeout:g} s for the broker {what}; "
+            f"Ctrl-C again leaves them in {endpoint.spool_dir}")
+
+
+def left_behind(endpoint: Any) -> str | None:
+    """What a second interrupt leaves in the endpoint's spool, or None."""
+    count = _spooled(endpoint)
+    if not count:
+        return None
+    return (f"{endpoint.name}: {count:,} events stay in {endpoint.spool_dir} "
+            "(the next run with this spool delivers them first)")

@@ -1,0 +1,66 @@
+"""The zone DAGMan's zone-less times are read in: parsed from the user's `--timezone`, or recorded by the workflow.
+
+Accepted: an IANA name (`America/Los_Angeles`), `UTC` / `GMT` / `Z`, or a fixed
+offset east of UTC (`-08:00`, `-0800`, `+5`, `UTC-08:00` — ISO's sign, not
+POSIX's). Anything else is refused in one line. By default `streamer replay`
+reads the offset the planner recorded in `braindump.yml`'s `timestamp`
+(`20230304T010100-0800`): the zone of the machine that ran DAGMan, which the
+replaying machine's own zone need not be.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta, timezone, tzinfo
+from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+_OFFSET = re.compile(r"^(?:UTC|GMT)?([+-])(\d{1,2})(?::?(\d{2}))?$", re.IGNORECASE)
+_RECORDED = re.compile(r"^\d{8}T\d{6}([+-])(\d{2}):?(\d{2})$")
+
+
+class ZoneError(ValueError):
+    """A --timezone that names no zone; the message says what is accepted."""
+
+
+def parse_zone(name: str) -> tzinfo:
+    """`name` as a tzinfo, or ZoneError."""
+    text = name.strip()
+    if text.upper() in ("UTC", "Z", "GMT"):
+        return timezone.utc
+    found = _OFFSET.match(text)
+    if found:
+        sign, hours, minutes = found.group(1), int(found.group(2)), int(found.group(3) or 0)
+        if hours > 14 or minutes > 59:
+            raise ZoneError(f"time zone offset {name!r} is out of range (-14:00 .. +14:00)")
+        offset = timedelta(hours=hours, minutes=minutes)
+        return timezone(-offset if sign == "-" else offset)
+    try:
+        if not text or text.startswith(("/", ".")) or ".." in text:
+            raise ValueError
+        return ZoneInfo(text)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        raise ZoneError(f"unknown time zone {name!r}: give an IANA name (America/Los_Angeles), "
+                        "UTC, or an offset (-08:00)") from None
+
+
+def recorded_offset(submit_dir: str | Path) -> str | None:
+    """The UTC offset (`-08:00`) in braindump's `timestamp`, None without a braindump or a readable one."""
+    from . import braindump
+
+    try:
+        stamp = str(braindump.load(submit_dir).get("timestamp") or "")
+    except Exception:  # noqa: BLE001 - no (readable) braindump: the caller falls back to the local zone
+        return None
+    found = _RECORDED.match(stamp.strip())
+    if not found:
+        return None
+    sign, hours, minutes = found.groups()
+    return f"{sign}{hours}:{minutes}"
+
+
+def describe(name: str) -> str:
+    """`-08:00` -> `UTC-08:00`, `+00:00` -> `UTC`; names as they are."""
+    if name in ("+00:00", "-00:00"):
+        return "UTC"
+    return f"UTC{name}" if name[:1] in "+-" else name

@@ -1,0 +1,81 @@
+"""Ctrl-C while an endpoint drains: what it waits for and how long; a second Ctrl-C leaves at once, saying what stays."""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+EVENTS = "".join(f"ts=2023-03-03T23:11:0{i}.000000Z event=stampede.xwf.meta level=Info "
+                 f"xwf.id=f84f05fc-a8d0-42b5-bac5-52d6f41a77e3 key=k{i} value=v\n" for i in range(3))
+
+
+def closed_port() -> int:
+    """A local port nobody listens on: the broker is away."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Lines:
+    """stderr of a child, line by line, read in a thread (no blocking reads in the test)."""
+
+    def __init__(self, stream) -> None:
+        self.queue: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=lambda: [self.queue.put(line) for line in stream], daemon=True).start()
+
+    def wait_for(self, text: str, timeout: float = 60) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self.queue.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            self.seen.append(line)
+            if text in line:
+                return line
+        raise AssertionError(f"never saw {text!r} in:\n{''.join(self.seen)}")
+
+    def rest(self) -> str:
+        time.sleep(0.5)
+        while not self.queue.empty():
+            self.seen.append(self.queue.get())
+        return "".join(self.seen)
+
+
+def test_ctrl_c_says_what_the_drain_waits_for_and_a_second_one_what_stays(tmp_path: Path) -> None:
+    source = tmp_path / "in.bp"
+    source.write_text(EVENTS)
+    spool = tmp_path / "spool"
+    url = (f"amqp://guest:guest@127.0.0.1:{closed_port()}/%2F/workflows?spool={spool}&drain_timeout=120"
+           "&retry_max=1&connect_timeout=1&events=*")
+    child = subprocess.Popen([sys.executable, "-m", "streamer", "load", str(source), "--follow", "-q", "--dest", url],
+                             stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        lines = Lines(child.stderr)
+        lines.wait_for("broker unavailable")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not any(p.stat().st_size for p in spool.glob("*") if p.is_file()
+                                                        and p.name not in ("lock", "head")):
+            time.sleep(0.1)  # the three events are in the spool
+        child.send_signal(signal.SIGINT)
+        waiting = lines.wait_for("waiting up to")
+        assert waiting.startswith("streamer: amqp://guest:***@127.0.0.1:") and waiting.rstrip().endswith(
+            f"/workflows?{url.split('?')[1]}: waiting up to 120 s for the broker to take 3 spooled events; "
+            f"Ctrl-C again leaves them in {spool}")
+        child.send_signal(signal.SIGINT)
+        assert child.wait(timeout=30) == 130
+        err = lines.rest()
+        assert f"3 events stay in {spool} (the next run with this spool delivers them first)" in err
+        assert "Traceback" not in err and "BrokenPipeError" not in err
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
