@@ -26,16 +26,16 @@ HELD = f"ts=2023-03-03T23:11:04.000000Z event=stampede.job_inst.held.start level
 
 def test_colour_follows_the_outcome_not_monitords_level() -> None:
     ok = pretty_line(bp.parse_line(OK_INV), colour=True)
-    assert RED not in ok and f"{GREEN}inv.end" in ok  # exitcode 0 is a success, level=Error or not
+    assert RED not in ok and f"{GREEN}stampede.inv.end" in ok  # exitcode 0 is a success, level=Error or not
     bad = pretty_line(bp.parse_line(BAD_INV), colour=True)
-    assert f"{RED}inv.end" in bad
-    assert f"{YELLOW}job_inst.held.start" in pretty_line(bp.parse_line(HELD), colour=True)
+    assert f"{RED}stampede.inv.end" in bad
+    assert f"{YELLOW}stampede.job_inst.held.start" in pretty_line(bp.parse_line(HELD), colour=True)
 
 
 def test_compact_line_by_default_and_every_field_with_verbose() -> None:
     event = bp.parse_line(MAIN_END)
     line = pretty_line(event, colour=False)
-    assert line == ("2023-03-03 23:11:04 f84f05fc job_inst.main.end        ls_ID0000001#2 site=condorpool "
+    assert line == ("2023-03-03 23:11:04 f84f05fc stampede.job_inst.main.end        ls_ID0000001#2 site=condorpool "
                     "user=mzalam local.dur=1 exitcode=512 sched.id=9.0 status=-1 stderr.text=\"tar: write error\"")
     stream = io.StringIO()
     full = TerminalEndpoint(EndpointURL.parse("term:?fields=all"), stream=stream).render(event)
