@@ -18,7 +18,7 @@ from typing import Any
 from ..limits import MAX_LINE
 from . import plaindag
 from .dagman import BadTime, LineParser
-from .workflow import Workflow, WorkflowError
+from .engine.workflow import Workflow, WorkflowError
 
 log = logging.getLogger(__name__)
 
@@ -51,13 +51,11 @@ class Tracker:
     subwf_idle_polls = 20
 
     def __init__(self, dagman_out: str, *, recursive: bool = True, tz: str | None = None,
-                 write_jobstate: bool = True, state: dict[str, Any] | None = None,
-                 raw_events: bool = False) -> None:
+                 write_jobstate: bool = True, state: dict[str, Any] | None = None) -> None:
         self.parser = LineParser(tz)
         self.recursive = recursive
         self.write_jobstate = write_jobstate
         self.warnings: list[str] = []
-        self.raw_events = raw_events
         self.tracked: list[Tracked] = []
         self.by_path: dict[str, Tracked] = {}
         if state:
@@ -90,8 +88,7 @@ class Tracker:
                 parent_jobid=entry.parent.get("parent_jobid"), parent_jobseq=entry.parent.get("parent_jobseq"),
                 write_jobstate=self.write_jobstate, first_run=state is None,
                 jobstate_length=state.get("jobstate_length") if state else None,
-                started_at=state.get("started_at") if state else None, on_warning=self._warn,
-                raw_events=self.raw_events)
+                started_at=state.get("started_at") if state else None, on_warning=self._warn)
         except (WorkflowError, OSError, ValueError) as exc:
             self._warn(f"{entry.run_dir}: cannot monitor this workflow: {exc}")
             entry.broken = True
@@ -102,7 +99,8 @@ class Tracker:
 
     # ------------------------------------------------------------ reading
     def step(self, *, final: bool = False, max_bytes: int = READ_SIZE) -> list[Any]:
-        """Read what is new in every tracked dagman.out; events in order per workflow.
+        """Read what is new in every tracked dagman.out; raw events (`engine.events.RawEvent`) in order
+        per workflow.
 
         `final` (replay) feeds a last line without newline too, at end of file.
         """
