@@ -11,7 +11,7 @@ import logging
 from collections import deque
 from typing import Any
 
-from .loader import Plan
+from .plan import Plan
 
 log = logging.getLogger("streamer.endpoints.db")
 

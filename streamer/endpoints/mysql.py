@@ -23,7 +23,6 @@ import asyncio
 import getpass
 import logging
 import time
-from collections import deque
 from dataclasses import dataclass
 from typing import Any, Sequence
 from urllib.parse import unquote, urlsplit
@@ -35,7 +34,9 @@ from . import stampede_schema as schema
 from . import stampede_schema_mysql as mysql_schema
 from .base import Endpoint, EndpointError
 from .dbcommon import WriteStats
-from .loader import ID_TABLES, Loader, Plan, SQLDialect, doomed_sql, expunge_statements
+from .ids import ID_TABLES, IdPool, reserve_mysql
+from .loader import Loader
+from .plan import Plan, SQLDialect, doomed_sql, expunge_statements
 
 log = logging.getLogger("streamer.endpoints.db")
 # asyncmy logs every server note as a warning; the notes a load gets are DECIMAL roundings of values with
@@ -110,23 +111,6 @@ def _is_lost(exc: BaseException) -> bool:
     return False
 
 
-class _IdPool:
-    """Ids of one batch, taken from the tables' maximum under the lock."""
-
-    def __init__(self) -> None:
-        self.free: dict[str, deque[int]] = {t: deque() for t in ID_TABLES}
-
-    def next(self, table: str) -> int:
-        try:
-            return self.free[table].popleft()
-        except IndexError:
-            raise RuntimeError(f"no id reserved for table {table}") from None
-
-    def clear(self) -> None:
-        for free in self.free.values():
-            free.clear()
-
-
 class MySQLEndpoint(Endpoint):
     """Stampede schema in MySQL / MariaDB, batched, lock-serialised, reconnecting."""
 
@@ -142,7 +126,7 @@ class MySQLEndpoint(Endpoint):
         self.options.setdefault("batch", 10_000)
         self.retry_for = float(self.option("retry_for", 300))
         self._conn: Any = None
-        self._ids = _IdPool()
+        self._ids = IdPool()
         self._loader = Loader(MYSQL, self._ids, replay=self.flag("replay"))
 
     @property
@@ -311,7 +295,7 @@ class MySQLEndpoint(Endpoint):
                         await cur.execute(sql, params)
                         results[name] = [tuple(r) for r in await cur.fetchall()]
                     queries = loader.seed(unknown, results)
-                await self._reserve(cur, loader.id_demand(events))
+                await reserve_mysql(cur, self._ids, loader.id_demand(events))
                 plan = loader.plan(events)
                 await _apply(cur, plan)
             await conn.commit()
@@ -324,14 +308,6 @@ class MySQLEndpoint(Endpoint):
         finally:
             self._ids.clear()
         return plan
-
-    async def _reserve(self, cur: Any, demand: dict[str, int]) -> None:
-        """Ids for this batch: above each table's maximum (the lock keeps other writers out until commit)."""
-        for table, count in demand.items():
-            pk = ID_TABLES[table]
-            await cur.execute(f"SELECT COALESCE(MAX({pk}), 0) FROM {schema.quote(table)}")
-            (top,) = await cur.fetchone()
-            self._ids.free[table].extend(range(int(top) + 1, int(top) + 1 + count))
 
 
 async def _existing_tables(conn: Any) -> dict[str, list[str]]:
