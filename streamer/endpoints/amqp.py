@@ -48,6 +48,7 @@ from urllib.parse import unquote, urlsplit
 
 import aio_pika
 
+from ..core import options
 from ..events import Event, jsonenc
 from ..spool import Spool, SpoolError, SpoolFull
 from ..urls import EndpointURL, mask
@@ -152,18 +153,14 @@ def routing_key(name: str, mode: str) -> str:
 
 
 def parse_size(value: Any) -> int:
-    """`1073741824`, `512M`, `2G`, `100k` -> bytes."""
-    text = str(value).strip().upper().removesuffix("B").removesuffix("I")
-    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}.get(text[-1:], 1)
-    number = text[:-1] if scale > 1 else text
+    """`1073741824`, `512M`, `2G`, `100k` -> bytes (`core.options.parse_size`, as an EndpointError)."""
     try:
-        return int(float(number) * scale)
-    except ValueError:
-        raise EndpointError(f"bad size {value!r} (e.g. 1073741824, 512M, 2G)") from None
+        return options.parse_size(value)
+    except options.OptionError as exc:
+        raise EndpointError(str(exc)) from None
 
 
-def _truthy(value: Any) -> bool:
-    return value if isinstance(value, bool) else str(value).strip().lower() in ("1", "true", "yes", "on")
+_truthy = options.is_true
 
 
 def tls_context(options: dict[str, Any]) -> ssl.SSLContext:
