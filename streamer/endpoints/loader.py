@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..events import Event
 from .ids import ID_TABLES, IdSource, id_demand
@@ -164,7 +164,8 @@ class Loader:
                      f"(SELECT w.root_wf_id FROM workflow w WHERE {cond})", params),
         ]
 
-    def seed(self, uuids: Sequence[str], results: dict[str, Sequence[Sequence[Any]]]) -> list[tuple[str, str, list[Any]]]:
+    def seed(self, uuids: Sequence[str],
+             results: Mapping[str, Sequence[Sequence[Any]]]) -> list[tuple[str, str, list[Any]]]:
         """Take query results; returns the follow-up queries to run (then `seed` their rows too)."""
         for uuid in uuids:
             self.wfs.setdefault(uuid, None)
@@ -350,7 +351,8 @@ class Loader:
 
     def _subwf_map(self, plan: Plan, event: Event) -> None:
         _, inst = self._inst_id(event)
-        sub = self.wfs.get(event.fields.get("subwf.id"))
+        sub_uuid = event.fields.get("subwf.id")
+        sub = self.wfs.get(sub_uuid) if isinstance(sub_uuid, str) else None
         plan.update("job_instance", inst, {"subwf_id": sub.wf_id if sub else None})
 
     def _job_instance_start(self, plan: Plan, event: Event) -> None:

@@ -60,7 +60,7 @@ COLUMNS = {t.name: t.column_names for t in schema.TABLES}
 _NOT_NULL = {t.name: tuple(c.name for c in t.columns if c.not_null and c.kind != "id") for t in schema.TABLES}
 _MAX_LEN = {t.name: tuple((c.name, int(c.kind[4:])) for c in t.columns if c.kind.startswith("str:"))
             for t in schema.TABLES}
-_ENUMS = {
+_ENUMS: dict[tuple[str, str], set[Any]] = {
     ("job", "type_desc"): set(schema.JOB_TYPES),
     ("integrity", "type"): {"check", "compute"},
     ("integrity", "file_type"): {"input", "output", None},

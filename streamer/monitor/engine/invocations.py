@@ -273,11 +273,11 @@ class Invocations:
             else:
                 parts = line.split(None, 1)
                 found += 1
-                task = tasks.get(found)
-                if task is None:
+                listed = tasks.get(found)
+                if listed is None:
                     continue
-                task["name"] = parts[0]
-                task["argument-vector"] = parts[1] if len(parts) == 2 else None
+                listed["name"] = parts[0]
+                listed["argument-vector"] = parts[1] if len(parts) == 2 else None
         return True
 
     # ------------------------------------------------------------ checkpoints

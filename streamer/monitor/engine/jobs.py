@@ -170,7 +170,8 @@ class Jobs:
             return None
         path = os.path.normpath(job.dagman_out)
         if path.find(self.ctx.identity.original_submit_dir) >= 0:
-            path = os.path.join(self.ctx.run_dir, os.path.normpath(path.replace(self.ctx.identity.original_submit_dir + os.sep, "", 1)))
+            relative = path.replace(self.ctx.identity.original_submit_dir + os.sep, "", 1)
+            path = os.path.join(self.ctx.run_dir, os.path.normpath(relative))
         directory, name = os.path.dirname(path), os.path.basename(path)
         retry_dir = f"{directory}.{self.counters.get(jobid) or 0:03d}"
         if not os.path.isdir(retry_dir):
