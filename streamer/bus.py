@@ -33,7 +33,7 @@ from typing import Any, Awaitable, Callable, Sequence
 
 from .endpoints.base import Endpoint
 from .events import Event
-from .core.options import size_or_off
+from .core.options import OptionError, size_or_off
 from .core.overflow import OverflowFile
 from .events.codec import JSON_LINES
 from .filters import EventFilter
@@ -371,7 +371,10 @@ def make_route(endpoint: Endpoint, events: str | None = None, *, buffer: int | N
     `overflow_dir` (default: the system's temporary directory).
     """
     patterns = events or endpoint.option("events") or endpoint.default_events
-    overflow_bytes = size_or_off(endpoint.option("overflow", DEFAULT_OVERFLOW_BYTES))
+    try:
+        overflow_bytes = size_or_off(endpoint.option("overflow", DEFAULT_OVERFLOW_BYTES))
+    except OptionError as exc:
+        raise OptionError(f"{endpoint.name}: overflow: {exc}") from None
     return Route(
         endpoint,
         EventFilter(patterns),
