@@ -70,8 +70,11 @@ async def run_pipeline(source: Source, specs: list[EndpointSpec], *, on_error: s
                        stderr: TextIO | None = None, label: str = "events",
                        endpoints: list[Endpoint] | None = None,
                        extra: list[tuple[Endpoint, EndpointSpec]] | None = None,
-                       signals: bool = True) -> RunResult:
+                       signals: bool = True, live: bool | None = None) -> RunResult:
     """Run `source` into the endpoints of `specs` until it ends or a signal stops it.
+
+    `live`: the source runs until stopped (a tail), so a signal ending it is a normal end (exit 0);
+    by default the source's own `follow`.
 
     `extra`: endpoints built by the caller (with their specs) added to those of
     `specs`; `signals=False`: the caller handles SIGINT/SIGTERM itself.
@@ -124,7 +127,9 @@ async def run_pipeline(source: Source, specs: list[EndpointSpec], *, on_error: s
         await source.close()
     if bus.error is not None:
         exit_code = 1
-    if stopped and exit_code == 0 and not getattr(source, "follow", False):
+    if live is None:
+        live = source.follow
+    if stopped and exit_code == 0 and not live:
         exit_code = 128 + stopped[0]
     return RunResult(exit_code, bus.published_events, time.monotonic() - started, bus.summary(),
                      stopped[0] if stopped else None)

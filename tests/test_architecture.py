@@ -83,7 +83,8 @@ def test_ruff_is_clean() -> None:
 
 MYPY_CLEAN = ["streamer/core", "streamer/monitor/engine", "streamer/monitor/runner.py", "streamer/endpoints/ids.py",
               "streamer/endpoints/plan.py", "streamer/endpoints/rows.py", "streamer/endpoints/loader.py",
-              "streamer/endpoints/amqp_channel.py", "streamer/events/codec.py"]
+              "streamer/endpoints/amqp_channel.py", "streamer/events/codec.py", "streamer/pipeline.py",
+              "streamer/sources/base.py"]
 """Strict on streamer/core (pyproject); these clean. Modules join the list as their types are fixed."""
 
 
