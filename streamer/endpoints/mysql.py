@@ -35,6 +35,7 @@ from . import stampede_schema_mysql as mysql_schema
 from .base import Endpoint, EndpointError
 from .dbcommon import WriteStats
 from .ids import ID_TABLES, IdPool, reserve_mysql
+from .resilience import CONNECTION, RetryPolicy, RetryStats, TransientError, retrying
 from .loader import Loader
 from .plan import Plan, SQLDialect, doomed_sql, expunge_statements
 
@@ -125,6 +126,7 @@ class MySQLEndpoint(Endpoint):
         self.stats = WriteStats()
         self.options.setdefault("batch", 10_000)
         self.retry_for = float(self.option("retry_for", 300))
+        self.retry_stats = RetryStats()
         self._conn: Any = None
         self._ids = IdPool()
         self._loader = Loader(MYSQL, self._ids, replay=self.flag("replay"))
@@ -240,9 +242,12 @@ class MySQLEndpoint(Endpoint):
             await self._retrying(f"batch of {len(events)} events", self._write_once, events)
 
     async def _retrying(self, what: str, fn: Any, *args: Any, deadline: float | None = None) -> Any:
-        give_up = time.monotonic() + (self.retry_for if deadline is None else deadline)
-        delay = 0.1
-        while True:
+        """`fn(*args)`, through `resilience.retrying`: a lost connection is dropped and retried (reconnecting)
+        for `retry_for` seconds (or `deadline`); any other error fails the batch at once."""
+        policy = RetryPolicy(retry_for=self.retry_for if deadline is None else deadline,
+                             first_delay=0.1, max_delay=5.0, quiet_for=0.0)
+
+        async def attempt() -> Any:
             try:
                 if fn != self._connect and self._conn is None:
                     await self._connect()
@@ -257,17 +262,16 @@ class MySQLEndpoint(Endpoint):
                     await self._rollback()
                     raise EndpointError(f"{self.name}: {what} not written: {mask(str(exc))}") from None
                 await self._drop()
-                if time.monotonic() >= give_up:
-                    raise EndpointError(f"{self.name}: {what} failed, server unreachable: {mask(str(exc))}") from None
-                self.stats.retries += 1
-                log.warning("%s: connection lost (%s); reconnecting in %.1fs", self.name,
-                            mask(str(exc)) or type(exc).__name__, delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
+                raise TransientError(CONNECTION, str(exc) or type(exc).__name__) from None
             except BaseException:
                 self._loader.reset()
                 await self._drop()
                 raise
+
+        try:
+            return await retrying(self.name, what, attempt, policy, self.retry_stats)
+        finally:
+            self.stats.retries = self.retry_stats.total
 
     async def _rollback(self) -> None:
         if self._conn is not None:
