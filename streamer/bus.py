@@ -11,11 +11,11 @@ bounded buffer, task, batching and acknowledgements.
 - The source's checkpoint only advances to positions every route has
   acknowledged (Filebeat's registry idea): a restart neither loses nor repeats.
 - Backpressure is per route: once a route's memory buffer is full, further
-  batches for it are parked in its overflow file on disk (`overflow.py`) and
+  batches for it are parked in its overflow file on disk (`core/overflow.py`) and
   read back in order when it catches up, so a slow endpoint slows only itself.
   Publishing waits only when that file reaches its cap too (or when overflow
-  is off: `?overflow=off`). The file (`core/overflow.py`) stores events with the
-  codec the bus gives it (`events.codec.JSON_LINES`).
+  is off: `?overflow=off`). The file stores events with the codec the bus
+  gives it (`events.codec.JSON_LINES`): the core knows no Stampede.
 - A failing endpoint is reported with its (masked) name. Policy `stop` (the
   default) ends the run with an error; `isolate` keeps the others running and
   freezes the checkpoint at what the failed endpoint acknowledged, so a rerun
