@@ -23,11 +23,12 @@ class Invocations:
         self.ctx = ctx
         self.dag = dag
         self.emit = emit
+        self.wf_uuid = ctx.identity.wf_uuid
 
     def task_start(self, job: Job, kind: str, task_id: int | None = None,
                     record: dict[str, Any] | None = None) -> None:
         record = record or {}
-        fields = job_fields(self.ctx.identity.wf_uuid, job)
+        fields = job_fields(self.wf_uuid, job)
         if kind == "PRE_SCRIPT":
             fields["inv.id"] = PRESCRIPT_ID
             fields["ts"] = job.pre_start
@@ -48,7 +49,7 @@ class Invocations:
     def task_end(self, job: Job, kind: str, task_id: int | None = None,
                   record: dict[str, Any] | None = None) -> None:
         record = record or {}
-        fields = job_fields(self.ctx.identity.wf_uuid, job)
+        fields = job_fields(self.wf_uuid, job)
         info = self.dag.jobs.get(job.name)
         if kind in ("PRE_SCRIPT", "POST_SCRIPT"):
             pre = kind == "PRE_SCRIPT"
@@ -140,7 +141,7 @@ class Invocations:
             fields["argv"] = job.arguments
 
     def host_info(self, job: Job, record: dict[str, Any]) -> None:
-        fields = job_fields(self.ctx.identity.wf_uuid, job)
+        fields = job_fields(self.wf_uuid, job)
         fields["hostname"] = record.get("hostname", "unknown")
         fields["ip"] = record.get("hostaddr", "unknown")
         fields["site"] = record.get("resource", "unknown")

@@ -27,6 +27,7 @@ class Jobs:
         self.ctx = ctx
         self.dag = dag
         self.emit = emit
+        self.wf_uuid = ctx.identity.wf_uuid
         self.outputs = Outputs(ctx, dag, emit)
         self.seq = 1
         self.jobs: dict[str, Job] = {}        # "name\x00seq" -> live job
@@ -270,7 +271,7 @@ class Jobs:
 
     # ------------------------------------------------------------ job events
     def brief(self, job: Job, event: str, status: int | None = None, reason: str | None = None) -> None:
-        fields = job_fields(self.ctx.identity.wf_uuid, job)
+        fields = job_fields(self.wf_uuid, job)
         fields["ts"] = job.state_ts
         fields["js.id"] = job.state_seq
         fields["reason"] = reason
@@ -289,7 +290,7 @@ class Jobs:
         self.emit("job_inst." + event, fields)
 
     def _job_start(self, job: Job) -> None:
-        fields = job_fields(self.ctx.identity.wf_uuid, job)
+        fields = job_fields(self.wf_uuid, job)
         fields["ts"] = job.state_ts
         fields["js.id"] = job.state_seq
         for key, value in (("stdin.file", job.input_file), ("stdout.file", job.output_file),
@@ -299,7 +300,7 @@ class Jobs:
         self.emit("job_inst.main.start", fields)
 
     def _job_end(self, job: Job, status: int | None, flush: bool) -> None:
-        fields = job_fields(self.ctx.identity.wf_uuid, job)
+        fields = job_fields(self.wf_uuid, job)
         fields["ts"] = job.state_ts
         fields["js.id"] = job.state_seq
         fields["site"] = job.site if job.site is not None else ""

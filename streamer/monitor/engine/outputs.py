@@ -27,6 +27,7 @@ class Outputs:
         self.ctx = ctx
         self.dag = dag
         self.emit = emit
+        self.wf_uuid = ctx.identity.wf_uuid
         self.inv = Invocations(ctx, dag, emit)
 
     def composite(self, job: Job, fields: dict[str, Any]) -> dict[str, Any]:
@@ -124,12 +125,12 @@ class Outputs:
             job.add_integrity("compute", "output", count=count, duration=duration)
         for lfn, meta in outputs.items():
             for key, value in meta.items():
-                self.emit("rc.meta", {"ts": self.ctx.current_ts, "xwf.id": self.ctx.identity.wf_uuid,
+                self.emit("rc.meta", {"ts": self.ctx.current_ts, "xwf.id": self.wf_uuid,
                                       "lfn.id": lfn, "key": key, "value": value})
 
     def _monitoring_events(self, job: Job, task_id: int) -> None:
         for event in job.monitoring_events:
-            base = job_fields(self.ctx.identity.wf_uuid, job)
+            base = job_fields(self.wf_uuid, job)
             if job.sched_id is not None:
                 base["sched.id"] = job.sched_id
             base["monitoring_event"] = event.get("monitoring_event", "monitoring.additional")
@@ -142,7 +143,7 @@ class Outputs:
 
     def _integrity_events(self, job: Job) -> None:
         for kind, file_type, count, succeeded, failed, duration in job.integrity:
-            fields = job_fields(self.ctx.identity.wf_uuid, job)
+            fields = job_fields(self.wf_uuid, job)
             fields.update({"type": kind, "file_type": file_type,
                            "count": count if count > 0 else succeeded + failed,
                            "duration": duration, "ts": self.ctx.current_ts})
@@ -177,7 +178,7 @@ class Outputs:
                     site = value.strip('"')
                     break
             # monitord stamps these with the wall clock; the job's time keeps ids stable
-            self.emit("rc.pfn", {"ts": self.ctx.current_ts, "xwf.id": self.ctx.identity.wf_uuid,
+            self.emit("rc.pfn", {"ts": self.ctx.current_ts, "xwf.id": self.wf_uuid,
                                  "lfn.id": entry[0], "pfn": entry[1], "site": site})
 
     def _pegasuslite_exitcode(self, job: Job) -> Any:
