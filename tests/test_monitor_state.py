@@ -76,3 +76,14 @@ def test_unknown_fields_are_refused_not_half_read() -> None:
     with pytest.raises(StateError, match="x: unknown job field.s. colour"):
         Job.from_state(state, "x")
     assert Job.from_state({"name": "a", "submit_dir": "/d", "seq": 2}).integrity == []
+
+
+def test_events_are_typed_in_one_place_and_a_misfit_is_a_warning_naming_its_line() -> None:
+    """Thread or child process alike, raw records become events in `engine.events.type_raw` (via the
+    runner's `typed`); one that does not fit its schema is left out and reported in the step's warnings."""
+    from streamer.monitor.runner import Step, typed
+
+    step = typed(Step([("xwf.start", {"ts": 1, "xwf.id": "a", "restart_count": "many"}, "x.dagman.out", 3),
+                       ("xwf.start", {"ts": 1, "xwf.id": "a", "restart_count": 0}, "x.dagman.out", 4)], None))
+    assert [(e.name, e.get("restart_count")) for e in step.events] == [("stampede.xwf.start", 0)]
+    assert step.warnings == ["x.dagman.out:3: cannot build xwf.start: field restart_count: not a number: 'many'"]
