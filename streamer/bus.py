@@ -11,10 +11,11 @@ bounded buffer, task, batching and acknowledgements.
 - The source's checkpoint only advances to positions every route has
   acknowledged (Filebeat's registry idea): a restart neither loses nor repeats.
 - Backpressure is per route: once a route's memory buffer is full, further
-  batches for it are parked in its overflow file on disk (`overflow.py`) and
+  batches for it are parked in its overflow file on disk (`core/overflow.py`) and
   read back in order when it catches up, so a slow endpoint slows only itself.
   Publishing waits only when that file reaches its cap too (or when overflow
-  is off: `?overflow=off`).
+  is off: `?overflow=off`). The file stores events with the codec the bus
+  gives it (`events.codec.JSON_LINES`): the core knows no Stampede.
 - A failing endpoint is reported with its (masked) name. Policy `stop` (the
   default) ends the run with an error; `isolate` keeps the others running and
   freezes the checkpoint at what the failed endpoint acknowledged, so a rerun
@@ -31,10 +32,11 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Sequence
 
 from .endpoints.base import Endpoint
-from .endpoints.options import parse_size
 from .events import Event
+from .core.options import OptionError, size_or_off
+from .core.overflow import OverflowFile
+from .events.codec import JSON_LINES
 from .filters import EventFilter
-from .overflow import OverflowFile
 from .sources.base import Batch
 
 log = logging.getLogger("streamer.bus")
@@ -74,7 +76,7 @@ class Route:
         self.stats = RouteStats()
         self.overflow_bytes = overflow_bytes
         self.overflow_dir = overflow_dir
-        self.overflow: OverflowFile | None = None
+        self.overflow: OverflowFile[Event] | None = None
         self._has_data = asyncio.Event()
         self._has_room = asyncio.Event()
         self._has_room.set()
@@ -111,7 +113,7 @@ class Route:
                 break
             if self.overflow_bytes > 0 and not (self.overflow is not None and self.overflow.full):
                 if self.overflow is None:
-                    self.overflow = OverflowFile(self.overflow_dir, "route", self.overflow_bytes)
+                    self.overflow = OverflowFile(self.overflow_dir, "route", self.overflow_bytes, JSON_LINES)
                     log.info("endpoint %s is behind: parking events in %s", self.name, self.overflow.path)
                 self.overflow.append(seq, events)
                 break
@@ -424,7 +426,10 @@ def make_route(endpoint: Endpoint, events: str | None = None, *, buffer: int | N
     `overflow_dir` (default: the system's temporary directory).
     """
     patterns = events or endpoint.option("events") or endpoint.default_events
-    overflow_bytes = parse_size(endpoint.option("overflow", DEFAULT_OVERFLOW_BYTES))  # 1G, 512M, off
+    try:
+        overflow_bytes = size_or_off(endpoint.option("overflow", DEFAULT_OVERFLOW_BYTES))  # 1G, 512M, off
+    except OptionError as exc:
+        raise OptionError(f"{endpoint.name}: overflow: {exc}") from None
     return Route(
         endpoint,
         EventFilter(patterns),

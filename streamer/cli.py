@@ -357,7 +357,11 @@ async def cmd_tail(args: argparse.Namespace) -> int:
     terminal = TerminalEndpoint(EndpointURL.parse("-"), {"format": args.format, "color": args.color,
                                                           "events": args.events,
                                                           "fields": "all" if args.verbose else "compact"})
-    if args.source.startswith(("amqp://", "amqps://")):
+    from .sources.base import Source
+
+    source: Source
+    is_amqp = args.source.startswith(("amqp://", "amqps://"))
+    if is_amqp:
         try:
             from .sources.amqp import AMQPSource
         except ImportError as exc:
@@ -365,20 +369,21 @@ async def cmd_tail(args: argparse.Namespace) -> int:
         from .urls import EndpointURL, with_password
 
         source = AMQPSource(with_password(EndpointURL.parse(args.source)).raw, events=args.events, queue=args.queue)
-        setattr(source, "follow", True)
     else:
         from .sources.provenance import ProvenanceSource, end_position, open_source
 
         path = Path(args.source)
         _check_input(path, not args.no_follow)
-        source = open_source([path], follow=not args.no_follow, report=_report)
+        files = open_source([path], follow=not args.no_follow, report=_report)
         if not args.from_start and not args.no_follow:
             start = _tail_start(path)
-            if start is not None and isinstance(source, ProvenanceSource):
+            if start is not None and isinstance(files, ProvenanceSource):
                 start = end_position(path, start.line)
             if start is not None:
-                source.positions[source.key(path)] = start
-    result = await run_pipeline(source, [], endpoints=[terminal], progress=False)
+                files.start_at(path, start)
+        source = files
+    # a tail runs until stopped: Ctrl-C ends it normally
+    result = await run_pipeline(source, [], endpoints=[terminal], progress=False, live=is_amqp or source.follow)
     return result.exit_code
 
 

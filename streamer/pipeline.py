@@ -89,8 +89,11 @@ async def run_pipeline(source: Source, specs: list[EndpointSpec], *, on_error: s
                        endpoints: list[Endpoint] | None = None,
                        extra: list[tuple[Endpoint, EndpointSpec]] | None = None,
                        signals: bool = True, metrics: str | None = None, meter: Any = None,
-                       watch: Callable[[Batch], None] | None = None) -> RunResult:
+                       watch: Callable[[Batch], None] | None = None, live: bool | None = None) -> RunResult:
     """Run `source` into the endpoints of `specs` until it ends or a signal stops it.
+
+    `live`: the source runs until stopped (a tail), so a signal ending it is a normal end (exit 0);
+    by default the source's own `follow`.
 
     `extra`: endpoints built by the caller (with their specs) added to those of
     `specs`; `signals=False`: the caller handles SIGINT/SIGTERM itself;
@@ -158,7 +161,9 @@ async def run_pipeline(source: Source, specs: list[EndpointSpec], *, on_error: s
             await exporter.stop()
     if bus.error is not None or any(failed for _, _, failed in bus.summary()):
         exit_code = 1  # --on-error isolate too: the others completed, but cron and systemd must see it
-    if stopped and exit_code == 0 and not getattr(source, "follow", False):
+    if live is None:
+        live = source.follow
+    if stopped and exit_code == 0 and not live:
         exit_code = 128 + stopped[0]
     return RunResult(exit_code, bus.published_events, time.monotonic() - started, bus.summary(),
                      stopped[0] if stopped else None, bus.route_stats())

@@ -19,8 +19,8 @@ from amqphelp import Capture, Forwarder, unique
 from eventcompare import WALL_CLOCK_EVENTS, differences
 from streamer.bus import Bus, make_route
 from streamer.endpoints import EndpointError, create_endpoint
-from streamer.endpoints.amqp import (MONITORD_EVENTS, AMQPEndpoint, content_header_frame, parse_target,
-                                     routing_key)
+from streamer.endpoints.amqp import MONITORD_EVENTS, AMQPEndpoint, parse_target, routing_key
+from streamer.endpoints.amqp_channel import content_header_frame
 from streamer.events import Event, bp, jsonenc
 from streamer.sources.amqp import AMQPSource, binding_keys
 from streamer.sources.base import SourceError

@@ -17,8 +17,8 @@ from eventcompare import differences
 from streamer.events import Event, bsonenc
 from streamer.monitor.dagman import LineParser
 from streamer.monitor.engineopts import EngineOptions
-from streamer.monitor.job import Job
-from streamer.monitor.workflow import Workflow
+from streamer.monitor.engine.job import Job
+from streamer.monitor.engine.workflow import Workflow
 from streamer.monitord import options, properties
 from streamer.synth import generate
 
@@ -127,10 +127,10 @@ def test_keep_state_keeps_finished_jobs_across_a_dagman_restart(tmp_path: Path) 
                       options=EngineOptions(keep_state=keep))
         job = Job("stage_in_local_0", str(run_dir), 1)
         job.state = "JOB_SUCCESS"
-        wf.jobs["stage_in_local_0\x001"] = job
-        wf.jobs_map["stage_in_local_0"] = 1
+        wf.jobs.jobs["stage_in_local_0\x001"] = job
+        wf.jobs.jobs_map["stage_in_local_0"] = 1
         wf._on_condor_id("17.0")  # what the dagman.out line "condor id" dispatches to
-        kept[keep] = (list(wf.jobs), dict(wf.jobs_map))
+        kept[keep] = (list(wf.jobs.jobs), dict(wf.jobs.jobs_map))
     assert kept[False] == ([], {})
     assert kept[True] == (["stage_in_local_0\x001"], {"stage_in_local_0": 1})
 

@@ -79,3 +79,35 @@ async def test_overflow_off_applies_backpressure_to_the_source() -> None:
     await producer
     await bus.close()
     assert len(slow.received) == len(fast.received) == 1000
+
+
+def test_overflow_cap_reads_sizes_as_the_spool_size_does() -> None:
+    """`overflow=1G` used to crash (`int('1g')`); it is the same size syntax as `spool_size`."""
+    import pytest
+
+    from streamer.core.options import OptionError
+
+    assert make_route(Recorder("a", overflow="1G")).overflow_bytes == 1 << 30
+    assert make_route(Recorder("b", overflow="512M")).overflow_bytes == 512 << 20
+    assert make_route(Recorder("c", overflow="no")).overflow_bytes == 0
+    with pytest.raises(OptionError, match="^file:///d: overflow: bad size 'lots' .e.g. 1073741824, 512M, 2G.$"):
+        make_route(Recorder("d", overflow="lots"))
+
+
+def test_the_overflow_file_stores_records_with_the_codec_it_is_given(tmp_path) -> None:
+    from streamer.core.overflow import OverflowFile
+
+    class Upper:
+        def encode(self, record: str) -> bytes:
+            return record.upper().encode()
+
+        def decode(self, data: bytes) -> str:
+            return data.decode()
+
+    file = OverflowFile(tmp_path, "t", 1 << 20, Upper())
+    file.append(7, ["ab", "cd"])
+    file.append(8, [])
+    assert file.pop() == (7, ["AB", "CD"])
+    assert file.path.read_bytes() == b"7\tAB\n7\tCD\n8\t\n"
+    assert file.pop() == (8, [])
+    file.close()

@@ -473,7 +473,7 @@ async def test_tail_starts_at_the_end_of_a_provenance_file(tmp_path: Path) -> No
     records = COLLECTIONS["anomalies"]
     path.write_bytes(dump_records(records[:2]))
     source = ProvenanceSource([path], follow=True, poll_interval=0.02)
-    source.positions[source.key(path)] = end_position(path, 2)
+    source.start_at(path, end_position(path, 2))
     seen: list = []
 
     async def consume() -> None:

@@ -27,9 +27,9 @@ No loss, without stalling the run:
 - `spool=off`: no spool; `write` then retries until the broker confirms.
 
 The hot path writes AMQP frames itself into aio-pika's (aiormq's) channel and
-registers the confirmations there, because aiormq's per-message
-`basic_publish` (one task, one socket write and one lock round per message)
-manages ~6,000 messages/s where this manages several times more.
+registers the confirmations there (`amqp_channel`, the one module touching
+aiormq's internals), because aiormq's per-message `basic_publish` manages
+~6,000 messages/s where this manages several times more.
 """
 
 from __future__ import annotations
@@ -38,22 +38,21 @@ import asyncio
 import hashlib
 import logging
 import os
-import struct
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
 import aio_pika
-from aiormq.abc import ChannelFrame
-from pamqp import frame as pframe
-from pamqp.commands import Basic
 
 from .. import amqpconn
 from ..amqpconn import _PERMANENT, AMQPTarget, BrokerUnavailable, _reason, _truthy, connect, tls_context  # noqa: F401
+from ..core.options import OptionError
+from ..core.options import parse_size as _parse_size
 from ..events import Event, jsonenc
 from ..spool import Spool, SpoolError, SpoolFull
 from ..urls import EndpointURL, mask
+from .amqp_channel import Item, RawChannel, is_ack
 from .base import Endpoint, EndpointError
 
 log = logging.getLogger("streamer.amqp")
@@ -72,8 +71,6 @@ OPTIONS: dict[str, Any] = {
     "cafile": None, "certfile": None, "keyfile": None, "verify": True,
 }
 
-Item = tuple[str, str, int, bytes]
-"""A message to publish: routing key, message id, timestamp, body."""
 
 
 def parse_target(url: str, *, need_exchange: bool = True) -> AMQPTarget:
@@ -89,38 +86,13 @@ def routing_key(name: str, mode: str) -> str:
 
 
 def parse_size(value: Any) -> int:
-    """`1073741824`, `512M`, `2G`, `100k` -> bytes."""
-    text = str(value).strip().upper().removesuffix("B").removesuffix("I")
-    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}.get(text[-1:], 1)
-    number = text[:-1] if scale > 1 else text
+    """`1073741824`, `512M`, `2G`, `100k` -> bytes (`core.options.parse_size`, as an EndpointError)."""
     try:
-        return int(float(number) * scale)
-    except ValueError:
-        raise EndpointError(f"bad size {value!r} (e.g. 1073741824, 512M, 2G)") from None
+        return _parse_size(value)
+    except OptionError as exc:
+        raise EndpointError(str(exc)) from None
 
 
-# ---------------------------------------------------------------- frames
-
-_FRAME = struct.Struct(">BHI")
-_HEADER_START = struct.Struct(">HHQH")
-_CONTENT_TYPE = b"\x10application/json"
-_PROPERTY_FLAGS = 0x8000 | 0x1000 | 0x0080 | 0x0040  # content_type, delivery_mode, message_id, timestamp
-
-
-def content_header_frame(channel: int, body_size: int, message_id: str, timestamp: int) -> bytes:
-    """Content header frame: JSON, persistent, message_id and timestamp (AMQP 0-9-1 §4.2.6)."""
-    mid = message_id.encode()
-    payload = b"".join((
-        _HEADER_START.pack(60, 0, body_size, _PROPERTY_FLAGS), _CONTENT_TYPE, b"\x02",
-        bytes((len(mid),)), mid, struct.pack(">Q", timestamp),
-    ))
-    return _FRAME.pack(2, channel, len(payload)) + payload + b"\xce"
-
-
-def body_frames(channel: int, body: bytes, max_size: int) -> bytes:
-    if len(body) <= max_size:
-        return _FRAME.pack(3, channel, len(body)) + body + b"\xce"
-    return b"".join(body_frames(channel, body[i:i + max_size], max_size) for i in range(0, len(body), max_size))
 
 
 # ---------------------------------------------------------------- publisher
@@ -132,11 +104,8 @@ class Publisher:
                  exchange: str, mandatory: bool) -> None:
         self.connection = connection
         self.channel = channel
-        self.raw = raw
+        self.raw = RawChannel(raw, exchange, mandatory)
         self.exchange = exchange
-        self.mandatory = mandatory
-        self._publish_frames: dict[str, bytes] = {}
-        self.max_body = raw.max_content_size
         self.lost: str | None = None
         self._in_flight: dict[int, list[asyncio.Future]] = {}
         connection.close_callbacks.add(self._on_close)
@@ -155,9 +124,7 @@ class Publisher:
     def settled(self, futures: list[asyncio.Future], items: Sequence[Item]) -> None:
         """Forget a window once its confirms are handled."""
         self._in_flight.pop(id(futures), None)
-        tags = self.raw.message_id_delivery_tag
-        for item in items:
-            tags.pop(item[1], None)
+        self.raw.forget(items)
 
     @classmethod
     async def open(cls, target: AMQPTarget, options: dict[str, Any]) -> "Publisher":
@@ -186,39 +153,14 @@ class Publisher:
     def alive(self) -> bool:
         return self.lost is None and not self.connection.is_closed and not self.raw.is_closed
 
-    def _publish_frame(self, key: str) -> bytes:
-        frame = self._publish_frames.get(key)
-        if frame is None:
-            method = Basic.Publish(exchange=self.exchange, routing_key=key, mandatory=self.mandatory)
-            frame = self._publish_frames[key] = pframe.marshal(method, self.raw.number)
-        return frame
-
     async def send(self, items: Sequence[Item]) -> list[asyncio.Future]:
         """Queue the frames of `items` in one write; the futures resolve on the broker's confirms."""
-        raw = self.raw
-        number = raw.number
         if not self.alive:
             raise BrokerUnavailable("connection closed")
-        futures: list[asyncio.Future] = []
-        parts: list[bytes] = []
-        create_future = asyncio.get_running_loop().create_future
-        async with raw.lock:
-            confirmations = raw.confirmations
-            tags = raw.message_id_delivery_tag
-            tag = raw.delivery_tag
-            for key, message_id, timestamp, body in items:
-                tag += 1
-                future = create_future()
-                confirmations[tag] = future
-                tags[message_id] = tag  # lets aiormq match a returned (unroutable) message
-                futures.append(future)
-                parts.append(self._publish_frame(key))
-                parts.append(content_header_frame(number, len(body), message_id, timestamp))
-                parts.append(body_frames(number, body, self.max_body))
-            raw.delivery_tag = tag
-            self._in_flight[id(futures)] = futures
-            await raw.write_queue.put(ChannelFrame(payload=b"".join(parts), should_close=False))
-        return futures
+        return await self.raw.publish(items, self._register)
+
+    def _register(self, futures: list[asyncio.Future]) -> None:
+        self._in_flight[id(futures)] = futures
 
     async def close(self) -> None:
         await _close_quietly(self.connection)
@@ -449,7 +391,7 @@ class AMQPEndpoint(Endpoint):
                 bad.append(index)
                 cause = cause or BrokerUnavailable(_reason(exc))
                 continue
-            if not isinstance(future.result(), Basic.Ack):  # the message came back: unroutable
+            if not is_ack(future.result()):  # the message came back: unroutable
                 key = window[index][0]
                 if key not in self.unroutable:
                     new_keys.append(key)

@@ -27,7 +27,8 @@ from collections import deque
 from typing import Any, Awaitable, Callable
 
 from ..events import Event
-from .loader import Loader, Plan
+from .loader import Loader
+from .plan import Plan
 
 log = logging.getLogger("streamer.endpoints.db")
 

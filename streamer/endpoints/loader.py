@@ -23,351 +23,15 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Protocol, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..events import Event
-from . import stampede_schema as schema
+from .ids import ID_TABLES, IdSource, id_demand
+from .plan import Plan, SQLDialect
+from .rows import COLUMNS, JOBSTATES, LINKING, NOOP, Rejected, describe, need, sanitize_argv, undot
 
 log = logging.getLogger("streamer.endpoints.db")
 
-
-class Rejected(ValueError):
-    """An event the loader cannot turn into rows (the message says why)."""
-
-
-class IdSource(Protocol):
-    def next(self, table: str) -> int: ...
-
-
-# ---------------------------------------------------------------- SQL dialects
-
-@dataclass(frozen=True)
-class SQLDialect:
-    """The few differences between SQLite and PostgreSQL the loader's SQL needs."""
-
-    name: schema.Dialect
-
-    def ph(self, i: int) -> str:
-        """Placeholder of parameter `i` (1-based)."""
-        return f"?{i}" if self.name == "sqlite" else f"${i}"
-
-    def phs(self, n: int, start: int = 1) -> str:
-        return ", ".join(self.ph(start + i) for i in range(n))
-
-    def any_of(self, expr: str, values: Sequence[Any], start: int = 1) -> tuple[str, list[Any]]:
-        """`expr IN (values)` with parameters."""
-        if self.name == "sqlite":
-            return f"{expr} IN ({self.phs(len(values), start)})", list(values)
-        return f"{expr} = ANY({self.ph(start)})", [list(values)]
-
-    @property
-    def same(self) -> str:
-        """Null-safe equality."""
-        return "IS" if self.name == "sqlite" else "IS NOT DISTINCT FROM"
-
-
-SQLITE = SQLDialect("sqlite")
-POSTGRESQL = SQLDialect("postgresql")
-
-ID_TABLES: dict[str, str] = {
-    "workflow": "wf_id", "job": "job_id", "job_instance": "job_instance_id", "task": "task_id",
-    "host": "host_id", "invocation": "invocation_id", "integrity": "integrity_id", "tag": "tag_id",
-}
-"""Tables whose primary key the loader assigns -> that key."""
-
-# Event (short name) -> table that gets a new id for it, to reserve ids per batch.
-_ID_DEMAND: dict[str, str] = {
-    "stampede.wf.plan": "workflow", "stampede.job.info": "job", "stampede.task.info": "task",
-    "stampede.job_inst.submit.start": "job_instance", "stampede.job_inst.pre.start": "job_instance",
-    "stampede.job_inst.host.info": "host", "stampede.inv.end": "invocation",
-    "stampede.int.metric": "integrity", "stampede.job_inst.tag": "tag",
-}
-
-# Field name (dots as underscores) -> column, where monitord renames.
-_RENAME = {
-    "xwf_id": "wf_uuid", "task_id": "abs_task_id", "child_task_id": "child_abs_task_id",
-    "parent_task_id": "parent_abs_task_id", "job_id": "exec_job_id",
-    "child_job_id": "child_exec_job_id", "parent_job_id": "parent_exec_job_id",
-    "job_inst_id": "job_submit_seq", "js_id": "jobstate_submit_seq",
-    "cluster_dur": "cluster_duration", "local_dur": "local_duration",
-    "inv_id": "task_submit_seq", "dur": "remote_duration",
-}
-# Columns the loader fills itself (ids and links), never from an event field.
-_MANAGED = {"wf_id", "job_id", "job_instance_id", "host_id", "subwf_id", "task_id", "lfn_id",
-            "parent_wf_id", "root_wf_id", "wf_uuid", "exec_job_id", "job_submit_seq",
-            "timestamp", "invocation_id", "integrity_id", "tag_id"}
-
-_JOBSTATES: dict[str, tuple[str, str]] = {  # event -> (state if status == -1, state if 0)
-    "stampede.job_inst.pre.start": ("PRE_SCRIPT_STARTED", "PRE_SCRIPT_STARTED"),
-    "stampede.job_inst.pre.term": ("PRE_SCRIPT_TERMINATED", "PRE_SCRIPT_TERMINATED"),
-    "stampede.job_inst.pre.end": ("PRE_SCRIPT_FAILED", "PRE_SCRIPT_SUCCESS"),
-    "stampede.job_inst.submit.end": ("SUBMIT_FAILED", "SUBMIT"),
-    "stampede.job_inst.main.start": ("EXECUTE", "EXECUTE"),
-    "stampede.job_inst.main.term": ("JOB_EVICTED", "JOB_TERMINATED"),
-    "stampede.job_inst.main.end": ("JOB_FAILURE", "JOB_SUCCESS"),
-    "stampede.job_inst.post.start": ("POST_SCRIPT_STARTED", "POST_SCRIPT_STARTED"),
-    "stampede.job_inst.post.term": ("POST_SCRIPT_TERMINATED", "POST_SCRIPT_TERMINATED"),
-    "stampede.job_inst.post.end": ("POST_SCRIPT_FAILED", "POST_SCRIPT_SUCCESS"),
-    "stampede.job_inst.held.start": ("JOB_HELD", "JOB_HELD"),
-    "stampede.job_inst.held.end": ("JOB_RELEASED", "JOB_RELEASED"),
-    "stampede.job_inst.image.info": ("IMAGE_SIZE", "IMAGE_SIZE"),
-    "stampede.job_inst.abort.info": ("JOB_ABORTED", "JOB_ABORTED"),
-    "stampede.job_inst.grid.submit.end": ("GRID_SUBMIT_FAILED", "GRID_SUBMIT"),
-    "stampede.job_inst.globus.submit.end": ("GLOBUS_SUBMIT_FAILED", "GLOBUS_SUBMIT"),
-}
-_NOOP = {
-    "stampede.static.start", "stampede.static.end", "stampede.static.meta.start",
-    "stampede.static.meta.end", "stampede.job_inst.grid.submit.start",
-    "stampede.job_inst.globus.submit.start", "stampede.job_inst.composite", "stampede.inv.start",
-    "stampede.task.monitoring",
-}
-
-_LINKING = frozenset({"stampede.wf.plan", "stampede.xwf.map.subwf_job"})
-"""Events naming a workflow other than their own (root, parent, sub-workflow)."""
-
-_COLUMNS = {t.name: t.column_names for t in schema.TABLES}
-_NOT_NULL = {t.name: tuple(c.name for c in t.columns if c.not_null and c.kind != "id") for t in schema.TABLES}
-_MAX_LEN = {t.name: tuple((c.name, int(c.kind[4:])) for c in t.columns if c.kind.startswith("str:"))
-            for t in schema.TABLES}
-_INT32 = {t.name: tuple(c.name for c in t.columns if c.kind == "int") for t in schema.TABLES}
-_ENUMS = {
-    ("job", "type_desc"): set(schema.JOB_TYPES),
-    ("integrity", "type"): {"check", "compute"},
-    ("integrity", "file_type"): {"input", "output", None},
-}
-
-
-_TABLE_ENUMS: dict[str, tuple[tuple[str, set[Any]], ...]] = {}
-for (_tbl, _col), _allowed in _ENUMS.items():
-    _TABLE_ENUMS[_tbl] = _TABLE_ENUMS.get(_tbl, ()) + ((_col, _allowed),)
-
-
-def _validate(table: str, cols: dict[str, Any], *, strict_length: bool, partial: bool = False) -> None:
-    """Refuse a row the database would refuse, so one bad event cannot fail its whole batch."""
-    required = _NOT_NULL[table]
-    if None in map(cols.get, required):  # the common case, all present, checked at C speed
-        for name in required:
-            if cols.get(name) is None and (not partial or name in cols):
-                raise Rejected(f"no value for {table}.{name} (NOT NULL)")
-    for name, allowed in _TABLE_ENUMS.get(table, ()):
-        if (not partial or name in cols) and cols.get(name) not in allowed:
-            raise Rejected(f"{table}.{name} = {cols.get(name)!r} is not one of {sorted(a for a in allowed if a)}")
-    if strict_length:  # PostgreSQL and MySQL: INTEGER is 32 bits (SQLite's is 64, as the event schema's)
-        for name in _INT32[table]:
-            value = cols.get(name)
-            if value.__class__ is int and not -2**31 <= value < 2**31:
-                raise Rejected(f"{table}.{name} = {value} does not fit the column (INTEGER, 32 bits)")
-        for name, limit in _MAX_LEN[table]:
-            value = cols.get(name)
-            if value.__class__ is str and len(value) > limit:
-                raise Rejected(f"{table}.{name} is {len(value)} characters long, the column holds {limit}")
-
-
-_SHAPES: dict[tuple[str, tuple[str, ...]], tuple[tuple[str, str], ...]] = {}
-
-
-def _undot(fields: dict[str, Any], table: str) -> dict[str, Any]:
-    """Event fields -> the columns of `table` they fill (monitord's renaming)."""
-    shape = (table, tuple(fields))
-    pairs = _SHAPES.get(shape)
-    if pairs is None:  # events come in few shapes: map each shape's fields once
-        cols = _COLUMNS[table]
-        found = []
-        for key in shape[1]:
-            attr = key.replace(".", "_")
-            attr = _RENAME.get(attr, attr)
-            if attr in cols and attr not in _MANAGED:
-                found.append((key, attr))
-        if len(_SHAPES) > 4096:
-            _SHAPES.clear()
-        pairs = _SHAPES[shape] = tuple(found)
-    out = {attr: fields[key] for key, attr in pairs}
-    argv = out.get("argv")
-    if argv is not None:
-        out["argv"] = _sanitize_argv(argv)
-    return out
-
-
-def _sanitize_argv(argv: Any) -> str:
-    """monitord escapes backslashes and single quotes of argv before storing it."""
-    return str(argv).replace("\\", "\\\\").replace("'", "\\'")
-
-
-def _need(event: Event, key: str) -> Any:
-    value = event.fields.get(key)
-    if value is None:
-        raise Rejected(f"missing field {key}")
-    return value
-
-
-# ---------------------------------------------------------------- the plan
-
-@dataclass
-class Plan:
-    """The rows one batch writes, grouped per table, in dependency order."""
-
-    expunge: list[str] = field(default_factory=list)
-    """Workflow uuids whose rows (and sub-workflows') are deleted first (replay)."""
-    inserts: dict[str, dict[Any, dict[str, Any]]] = field(default_factory=dict)
-    updates: dict[str, dict[int, dict[str, Any]]] = field(default_factory=dict)
-    rc_lfn: dict[str, None] = field(default_factory=dict)
-    rc_pfn: dict[tuple[str, str, Any], None] = field(default_factory=dict)
-    rc_meta: dict[tuple[str, str], Any] = field(default_factory=dict)
-    wf_files: dict[tuple[int, int, str], Any] = field(default_factory=dict)
-    rejected: list[str] = field(default_factory=list)
-    refused: list[tuple[Event, str]] = field(default_factory=list)
-    """The rejected events themselves, with the reason (for a dead-letter file: `deadletter.py`)."""
-    events: int = 0
-    strict: bool = False
-    """Check VARCHAR lengths (PostgreSQL enforces them, SQLite does not)."""
-
-    def insert(self, table: str, key: Any, row: dict[str, Any]) -> None:
-        _validate(table, row, strict_length=self.strict)
-        self.inserts.setdefault(table, {}).setdefault(key, row)
-
-    def update(self, table: str, pk: int, cols: dict[str, Any]) -> None:
-        """Change columns of a row: folded into its insert when it is new in this batch."""
-        _validate(table, cols, strict_length=self.strict, partial=True)
-        pending = self.inserts.get(table, {}).get(pk)
-        if pending is not None:
-            pending.update(cols)
-        else:
-            self.updates.setdefault(table, {}).setdefault(pk, {}).update(cols)
-
-    @property
-    def row_count(self) -> int:
-        """Rows this plan inserts (updates of rows written earlier not counted)."""
-        return (sum(len(r) for r in self.inserts.values())
-                + len(self.rc_lfn) + len(self.rc_pfn) + len(self.rc_meta) + len(self.wf_files))
-
-    def statements(self, d: SQLDialect) -> list[tuple[str, list[tuple[Any, ...]]]]:
-        """(SQL, parameter rows) in an order the foreign keys accept."""
-        before, tables, after = self.phases(d)
-        plain = [(insert_sql(d, table, cols), rows) for table, cols, rows in tables]
-        return before + plain + after
-
-    def phases(self, d: SQLDialect) -> tuple[list[tuple[str, list[tuple[Any, ...]]]],
-                                             list[tuple[str, tuple[str, ...], list[tuple[Any, ...]]]],
-                                             list[tuple[str, list[tuple[Any, ...]]]]]:
-        """The plan in three steps: statements, (table, columns, rows) of plain inserts, statements.
-
-        The middle step is where a backend can use a faster bulk path (COPY).
-        """
-        before: list[tuple[str, list[tuple[Any, ...]]]] = []
-        if self.rc_lfn:
-            # Shared by every workflow naming the file: rows locked in one (sorted) order, so concurrent
-            # writers wait for each other rather than deadlock, and see each other's rc_pfn rows.
-            before.append((f"INSERT INTO rc_lfn (lfn) VALUES ({d.ph(1)}) "
-                           "ON CONFLICT (lfn) DO UPDATE SET lfn = excluded.lfn",
-                           [(lfn,) for lfn in sorted(self.rc_lfn)]))
-        tables = []
-        for table in _INSERT_ORDER:
-            rows = self.inserts.get(table)
-            if rows:
-                cols = _COLUMNS[table]
-                tables.append((table, cols, [tuple(map(r.get, cols)) for r in rows.values()]))
-        after: list[tuple[str, list[tuple[Any, ...]]]] = []
-        for table, changes in self.updates.items():
-            after.extend(_update_statements(d, table, changes))
-        if self.rc_pfn:
-            after.append((
-                f"INSERT INTO rc_pfn (lfn_id, pfn, site) SELECT l.lfn_id, CAST({d.ph(2)} AS VARCHAR), "
-                f"CAST({d.ph(3)} AS VARCHAR) FROM rc_lfn l "
-                f"WHERE l.lfn = {d.ph(1)} AND NOT EXISTS (SELECT 1 FROM rc_pfn p WHERE p.lfn_id = l.lfn_id "
-                f"AND p.pfn = CAST({d.ph(2)} AS VARCHAR) AND p.site {d.same} CAST({d.ph(3)} AS VARCHAR)) "
-                "ON CONFLICT DO NOTHING",
-                sorted(self.rc_pfn, key=_sort_key)))
-        if self.rc_meta:
-            after.append((
-                f'INSERT INTO rc_meta (lfn_id, "key", value) SELECT lfn_id, CAST({d.ph(2)} AS VARCHAR), '
-                f'CAST({d.ph(3)} AS VARCHAR) FROM rc_lfn '
-                f'WHERE lfn = {d.ph(1)} ON CONFLICT (lfn_id, "key") DO UPDATE SET value = excluded.value',
-                [(lfn, key, value) for (lfn, key), value in sorted(self.rc_meta.items(), key=_sort_key)]))
-        if self.wf_files:
-            after.append((
-                "INSERT INTO workflow_files (wf_id, task_id, lfn_id, file_type) SELECT "
-                f"CAST({d.ph(1)} AS BIGINT), CAST({d.ph(2)} AS BIGINT), lfn_id, CAST({d.ph(4)} AS VARCHAR) "
-                f"FROM rc_lfn WHERE lfn = {d.ph(3)} ON CONFLICT DO NOTHING",
-                [(wf, task, lfn, ft) for (wf, task, lfn), ft in self.wf_files.items()]))
-        return before, tables, after
-
-
-def _sort_key(item: Any) -> str:
-    return repr(item)
-
-
-def insert_sql(d: SQLDialect, table: str, cols: Sequence[str]) -> str:
-    return (f"INSERT INTO {schema.quote(table)} ({', '.join(schema.quote(c) for c in cols)}) "
-            f"VALUES ({d.phs(len(cols))}) ON CONFLICT DO NOTHING")
-
-
-FRESH_TABLES = frozenset({"workflow", "job", "job_instance", "task", "host"})
-"""Tables the loader inserts into only for natural keys it found absent from the database.
-
-Their new rows cannot exist yet (one writer per workflow, as with monitord),
-so a backend may bulk-load them without a conflict check; were another
-writer to race us, the unique constraints fail the batch, never double rows.
-"""
-
-_INSERT_ORDER = (
-    "workflow", "workflowstate", "workflow_meta", "host", "job", "job_edge", "task", "task_edge",
-    "task_meta", "job_instance", "jobstate", "invocation", "integrity", "tag",
-)
-
-
-def _update_statements(d: SQLDialect, table: str, changes: dict[int, dict[str, Any]]):
-    pk = ID_TABLES[table]
-    groups: dict[tuple[str, ...], list[tuple[Any, ...]]] = {}
-    for key, cols in changes.items():
-        names = tuple(cols)
-        groups.setdefault(names, []).append((*cols.values(), key))
-    for names, rows in groups.items():
-        sets = ", ".join(f"{schema.quote(c)} = {d.ph(i + 1)}" for i, c in enumerate(names))
-        yield (f"UPDATE {table} SET {sets} WHERE {pk} = {d.ph(len(names) + 1)}", rows)
-
-
-def expunge_statements(d: SQLDialect, wf_ids: Sequence[int]) -> list[str]:
-    """Delete the rows of workflows `wf_ids` (ids are integers from the database)."""
-    ids = ", ".join(str(int(i)) for i in wf_ids)
-    jobs = f"SELECT job_id FROM job WHERE wf_id IN ({ids})"
-    insts = f"SELECT job_instance_id FROM job_instance WHERE job_id IN ({jobs})"
-    lfns = f"SELECT lfn_id FROM workflow_files WHERE wf_id IN ({ids})"
-    return [
-        f"DELETE FROM rc_pfn WHERE lfn_id IN ({lfns})",
-        f"DELETE FROM rc_meta WHERE lfn_id IN ({lfns})",
-        f"DELETE FROM rc_lfn WHERE lfn_id IN ({lfns})",
-        f"DELETE FROM workflow_files WHERE wf_id IN ({ids})",
-        f"DELETE FROM jobstate WHERE job_instance_id IN ({insts})",
-        f"DELETE FROM tag WHERE wf_id IN ({ids})",
-        f"DELETE FROM integrity WHERE wf_id IN ({ids})",
-        f"DELETE FROM invocation WHERE wf_id IN ({ids})",
-        f"UPDATE job_instance SET subwf_id = NULL WHERE subwf_id IN ({ids})",
-        f"DELETE FROM job_instance WHERE job_id IN ({jobs})",
-        f"DELETE FROM task_meta WHERE task_id IN (SELECT task_id FROM task WHERE wf_id IN ({ids}))",
-        f"DELETE FROM task WHERE wf_id IN ({ids})",
-        f"DELETE FROM job_edge WHERE wf_id IN ({ids})",
-        f"DELETE FROM task_edge WHERE wf_id IN ({ids})",
-        f"DELETE FROM job WHERE wf_id IN ({ids})",
-        f"DELETE FROM host WHERE wf_id IN ({ids})",
-        f"DELETE FROM workflow_meta WHERE wf_id IN ({ids})",
-        f"DELETE FROM workflowstate WHERE wf_id IN ({ids})",
-        f"UPDATE workflow SET parent_wf_id = NULL WHERE parent_wf_id IN ({ids}) AND wf_id NOT IN ({ids})",
-        f"UPDATE workflow SET root_wf_id = NULL WHERE root_wf_id IN ({ids}) AND wf_id NOT IN ({ids})",
-        f"DELETE FROM workflow WHERE wf_id IN ({ids})",
-    ]
-
-
-def doomed_sql(d: SQLDialect) -> str:
-    """Ids of a workflow (by uuid) and all its descendants."""
-    return (
-        "WITH RECURSIVE doomed(wf_id) AS ("
-        f"SELECT wf_id FROM workflow WHERE wf_uuid = {d.ph(1)} "
-        "UNION SELECT w.wf_id FROM workflow w JOIN doomed ON w.parent_wf_id = doomed.wf_id) "
-        "SELECT wf_id FROM doomed"
-    )
-
-
-# ---------------------------------------------------------------- the loader
 
 @dataclass
 class _Wf:
@@ -450,7 +114,7 @@ class Loader:
                 last = uuid
                 if isinstance(uuid, str):
                     seen[uuid] = None
-            if event.name in _LINKING:
+            if event.name in LINKING:
                 for key in ("root.xwf.id", "parent.xwf.id", "subwf.id"):
                     other = f.get(key)
                     if isinstance(other, str):
@@ -469,7 +133,7 @@ class Loader:
                 last = uuid
                 if isinstance(uuid, str) and uuid not in known:
                     seen[uuid] = None
-            if event.name in _LINKING:
+            if event.name in LINKING:
                 for key in ("root.xwf.id", "parent.xwf.id", "subwf.id"):
                     other = f.get(key)
                     if isinstance(other, str) and other not in known:
@@ -500,7 +164,8 @@ class Loader:
                      f"(SELECT w.root_wf_id FROM workflow w WHERE {cond})", params),
         ]
 
-    def seed(self, uuids: Sequence[str], results: dict[str, Sequence[Sequence[Any]]]) -> list[tuple[str, str, list[Any]]]:
+    def seed(self, uuids: Sequence[str],
+             results: Mapping[str, Sequence[Sequence[Any]]]) -> list[tuple[str, str, list[Any]]]:
         """Take query results; returns the follow-up queries to run (then `seed` their rows too)."""
         for uuid in uuids:
             self.wfs.setdefault(uuid, None)
@@ -520,15 +185,7 @@ class Loader:
             self.hosts[(wf_id, site, hostname, ip)] = host_id
         return self._detail_sql(found) if found else []
 
-    @staticmethod
-    def id_demand(events: Iterable[Event]) -> dict[str, int]:
-        """At most how many new ids per table this batch takes (to reserve them at once)."""
-        demand: dict[str, int] = {}
-        for event in events:
-            table = _ID_DEMAND.get(event.name)
-            if table:
-                demand[table] = demand.get(table, 0) + 1
-        return demand
+    id_demand = staticmethod(id_demand)
 
     # -- planning ---------------------------------------------------------
 
@@ -538,21 +195,21 @@ class Loader:
         for event in events:
             handler = self._handlers.get(event.name)
             if handler is None:
-                if event.name in _NOOP:
+                if event.name in NOOP:
                     continue
                 if event.name.startswith("stampede.job_inst."):
                     handler = self._jobstate
                 else:
-                    plan.rejected.append(f"{_describe(event)}: no Stampede table takes this event")
+                    plan.rejected.append(f"{describe(event)}: no Stampede table takes this event")
                     plan.refused.append((event, "no Stampede table takes this event"))
                     continue
             try:
                 handler(plan, event)
             except Rejected as exc:
-                plan.rejected.append(f"{_describe(event)}: {exc}")
+                plan.rejected.append(f"{describe(event)}: {exc}")
                 plan.refused.append((event, str(exc)))
             except (TypeError, ValueError, KeyError, AttributeError) as exc:
-                plan.rejected.append(f"{_describe(event)}: malformed ({type(exc).__name__}: {exc})")
+                plan.rejected.append(f"{describe(event)}: malformed ({type(exc).__name__}: {exc})")
                 plan.refused.append((event, f"malformed ({type(exc).__name__}: {exc})"))
         return plan
 
@@ -570,7 +227,7 @@ class Loader:
         return wf
 
     def _job_id(self, wf: _Wf, event: Event) -> int:
-        exec_id = _need(event, "job.id")
+        exec_id = need(event, "job.id")
         job_id = wf.jobs.get(exec_id)
         if job_id is None:
             raise Rejected(f"unknown job {exec_id} (no stampede.job.info loaded for it)")
@@ -579,7 +236,7 @@ class Loader:
     def _inst_id(self, event: Event) -> tuple[_Wf, int]:
         wf = self._wf(event.fields.get("xwf.id"))
         job_id = self._job_id(wf, event)
-        seq = _need(event, "job_inst.id")
+        seq = need(event, "job_inst.id")
         inst = self.insts.get(job_id, {}).get(seq)
         if inst is None:
             raise Rejected(f"unknown job instance {event.fields.get('job.id')}#{seq} (no submit/pre.start loaded)")
@@ -589,7 +246,7 @@ class Loader:
 
     def _workflow(self, plan: Plan, event: Event) -> None:
         f = event.fields
-        uuid = _need(event, "xwf.id")
+        uuid = need(event, "xwf.id")
         existing = self.wfs.get(uuid)
         if existing is not None:
             if not self.replay or uuid in self.replaced or uuid in self._pending_replaced or uuid in self.joined:
@@ -597,7 +254,7 @@ class Loader:
             plan.expunge.append(uuid)
             self._forget(existing)
         self._pending_replaced.add(uuid)
-        row = _undot(f, "workflow")
+        row = undot(f, "workflow")
         wf_id = self.ids.next("workflow")
         root_uuid = f.get("root.xwf.id")
         parent_uuid = f.get("parent.xwf.id")
@@ -608,7 +265,7 @@ class Loader:
             root = self.wfs.get(root_uuid)
             root_id = root.wf_id if root else None
         row.update(wf_id=wf_id, wf_uuid=uuid, timestamp=f.get("ts"),
-                   planner_arguments=None if f.get("argv") is None else _sanitize_argv(f["argv"]),
+                   planner_arguments=None if f.get("argv") is None else sanitize_argv(f["argv"]),
                    parent_wf_id=parent.wf_id if parent else None, root_wf_id=root_id)
         plan.insert("workflow", wf_id, row)
         self.wfs[uuid] = _Wf(wf_id, root_id, row["parent_wf_id"])
@@ -635,22 +292,22 @@ class Loader:
         wf = self._wf(event.fields.get("xwf.id"))
         state = "WORKFLOW_STARTED" if event.name == "stampede.xwf.start" else "WORKFLOW_TERMINATED"
         f = event.fields
-        ts = _need(event, "ts")
+        ts = need(event, "ts")
         row = {"wf_id": wf.wf_id, "state": state, "timestamp": ts,
-               "restart_count": _need(event, "restart_count"), "status": f.get("status"), "reason": f.get("reason")}
+               "restart_count": need(event, "restart_count"), "status": f.get("status"), "reason": f.get("reason")}
         plan.insert("workflowstate", (wf.wf_id, state, ts), row)
 
     def _workflow_meta(self, plan: Plan, event: Event) -> None:
         wf = self._wf(event.fields.get("xwf.id"))
-        key = _need(event, "key")
-        plan.insert("workflow_meta", (wf.wf_id, key), {"wf_id": wf.wf_id, "key": key, "value": _need(event, "value")})
+        key = need(event, "key")
+        plan.insert("workflow_meta", (wf.wf_id, key), {"wf_id": wf.wf_id, "key": key, "value": need(event, "value")})
 
     def _job(self, plan: Plan, event: Event) -> None:
         wf = self._wf(event.fields.get("xwf.id"))
-        exec_id = _need(event, "job.id")
+        exec_id = need(event, "job.id")
         if exec_id in wf.jobs:
             return
-        row = _undot(event.fields, "job")
+        row = undot(event.fields, "job")
         job_id = self.ids.next("job")
         row.update(job_id=job_id, wf_id=wf.wf_id, exec_job_id=exec_id, clustered=bool(row.get("clustered")))
         plan.insert("job", job_id, row)
@@ -658,15 +315,15 @@ class Loader:
 
     def _job_edge(self, plan: Plan, event: Event) -> None:
         wf = self._wf(event.fields.get("xwf.id"))
-        key = (wf.wf_id, _need(event, "parent.job.id"), _need(event, "child.job.id"))
-        plan.insert("job_edge", key, dict(zip(_COLUMNS["job_edge"], key)))
+        key = (wf.wf_id, need(event, "parent.job.id"), need(event, "child.job.id"))
+        plan.insert("job_edge", key, dict(zip(COLUMNS["job_edge"], key)))
 
     def _task(self, plan: Plan, event: Event) -> None:
         wf = self._wf(event.fields.get("xwf.id"))
-        abs_id = _need(event, "task.id")
+        abs_id = need(event, "task.id")
         if abs_id in wf.tasks:
             return
-        row = _undot(event.fields, "task")
+        row = undot(event.fields, "task")
         task_id = self.ids.next("task")
         row.update(task_id=task_id, wf_id=wf.wf_id, abs_task_id=abs_id)
         plan.insert("task", task_id, row)
@@ -674,11 +331,11 @@ class Loader:
 
     def _task_edge(self, plan: Plan, event: Event) -> None:
         wf = self._wf(event.fields.get("xwf.id"))
-        key = (wf.wf_id, _need(event, "parent.task.id"), _need(event, "child.task.id"))
-        plan.insert("task_edge", key, dict(zip(_COLUMNS["task_edge"], key)))
+        key = (wf.wf_id, need(event, "parent.task.id"), need(event, "child.task.id"))
+        plan.insert("task_edge", key, dict(zip(COLUMNS["task_edge"], key)))
 
     def _task_id(self, wf: _Wf, event: Event) -> int:
-        abs_id = _need(event, "task.id")
+        abs_id = need(event, "task.id")
         task_id = wf.tasks.get(abs_id)
         if task_id is None:
             raise Rejected(f"unknown task {abs_id} (no stampede.task.info loaded for it)")
@@ -687,8 +344,8 @@ class Loader:
     def _task_meta(self, plan: Plan, event: Event) -> None:
         wf = self._wf(event.fields.get("xwf.id"))
         task_id = self._task_id(wf, event)
-        key = _need(event, "key")
-        plan.insert("task_meta", (task_id, key), {"task_id": task_id, "key": key, "value": _need(event, "value")})
+        key = need(event, "key")
+        plan.insert("task_meta", (task_id, key), {"task_id": task_id, "key": key, "value": need(event, "value")})
 
     def _task_map(self, plan: Plan, event: Event) -> None:
         wf = self._wf(event.fields.get("xwf.id"))
@@ -697,17 +354,18 @@ class Loader:
 
     def _subwf_map(self, plan: Plan, event: Event) -> None:
         _, inst = self._inst_id(event)
-        sub = self.wfs.get(event.fields.get("subwf.id"))
+        sub_uuid = event.fields.get("subwf.id")
+        sub = self.wfs.get(sub_uuid) if isinstance(sub_uuid, str) else None
         plan.update("job_instance", inst, {"subwf_id": sub.wf_id if sub else None})
 
     def _job_instance_start(self, plan: Plan, event: Event) -> None:
         wf = self._wf(event.fields.get("xwf.id"))
         job_id = self._job_id(wf, event)
-        seq = _need(event, "job_inst.id")
+        seq = need(event, "job_inst.id")
         known = self.insts.setdefault(job_id, {})
         if seq not in known:
             inst = self.ids.next("job_instance")
-            row = _undot(event.fields, "job_instance")
+            row = undot(event.fields, "job_instance")
             row.setdefault("multiplier_factor", 1)
             row.update(job_instance_id=inst, job_id=job_id, job_submit_seq=seq)
             plan.insert("job_instance", inst, row)
@@ -717,12 +375,12 @@ class Loader:
 
     def _job_instance_end(self, plan: Plan, event: Event) -> None:
         _, inst = self._inst_id(event)
-        changes = _undot(event.fields, "job_instance")
+        changes = undot(event.fields, "job_instance")
         self._jobstate(plan, event)  # first: it refuses a bad status before anything changes
         plan.update("job_instance", inst, changes)
 
     def _jobstate(self, plan: Plan, event: Event) -> None:
-        states = _JOBSTATES.get(event.name)
+        states = JOBSTATES.get(event.name)
         if states is None:
             state = event.name.split(".")[2].upper()
         else:
@@ -734,8 +392,8 @@ class Loader:
         _, inst = self._inst_id(event)
         if event.fields.get("js.id") is None:
             return  # no state sequence (a 3.x lifecycle event): the state has its own event with js.id
-        ts = _need(event, "ts")
-        seq = _need(event, "js.id")
+        ts = need(event, "ts")
+        seq = need(event, "js.id")
         row = {"job_instance_id": inst, "state": state, "timestamp": ts, "jobstate_submit_seq": seq,
                "reason": event.fields.get("reason")}
         plan.insert("jobstate", (inst, state, ts, seq), row)
@@ -747,7 +405,7 @@ class Loader:
         if wf.root_wf_id is None:
             raise Rejected("workflow has no root workflow id")
         f = event.fields
-        key = (wf.root_wf_id, _need(event, "site"), _need(event, "hostname"), _need(event, "ip"))
+        key = (wf.root_wf_id, need(event, "site"), need(event, "hostname"), need(event, "ip"))
         host_id = self.hosts.get(key)
         if host_id is None:
             host_id = self.ids.next("host")
@@ -760,7 +418,7 @@ class Loader:
 
     def _keyed(self, plan: Plan, event: Event, table: str, key_cols: tuple[str, ...]) -> None:
         wf, inst = self._inst_id(event)
-        row = _undot(event.fields, table)
+        row = undot(event.fields, table)
         row.update(wf_id=wf.wf_id, job_instance_id=inst)
         key = tuple(row.get(c) for c in key_cols)
         row[ID_TABLES[table]] = None  # assigned below, once we know the row is new in this batch
@@ -780,23 +438,20 @@ class Loader:
 
     def _rc_meta(self, plan: Plan, event: Event) -> None:
         self._wf(event.fields.get("xwf.id"))
-        lfn = _need(event, "lfn.id")
+        lfn = need(event, "lfn.id")
         plan.rc_lfn[lfn] = None
-        plan.rc_meta[(lfn, _need(event, "key"))] = _need(event, "value")
+        plan.rc_meta[(lfn, need(event, "key"))] = need(event, "value")
 
     def _rc_pfn(self, plan: Plan, event: Event) -> None:
         self._wf(event.fields.get("xwf.id"))
-        lfn = _need(event, "lfn.id")
+        lfn = need(event, "lfn.id")
         plan.rc_lfn[lfn] = None
-        plan.rc_pfn[(lfn, _need(event, "pfn"), event.fields.get("site"))] = None
+        plan.rc_pfn[(lfn, need(event, "pfn"), event.fields.get("site"))] = None
 
     def _wf_file(self, plan: Plan, event: Event) -> None:
         wf = self._wf(event.fields.get("xwf.id"))
         task_id = self._task_id(wf, event)
-        lfn = _need(event, "lfn.id")
+        lfn = need(event, "lfn.id")
         plan.rc_lfn[lfn] = None
         plan.wf_files[(wf.wf_id, task_id, lfn)] = event.fields.get("file_type")
 
-
-def _describe(event: Event) -> str:
-    return f"rejected event {event.name} (id {event.id[:16]})"

@@ -23,7 +23,6 @@ import asyncio
 import getpass
 import logging
 import time
-from collections import deque
 from dataclasses import dataclass
 from typing import Any, Sequence
 from urllib.parse import unquote, urlsplit
@@ -36,7 +35,10 @@ from . import stampede_schema_mysql as mysql_schema
 from . import options as option_specs
 from .base import Endpoint, EndpointError
 from .dbcommon import WriteStats
-from .loader import ID_TABLES, Loader, Plan, SQLDialect, doomed_sql, expunge_statements
+from .ids import ID_TABLES, IdPool, reserve_mysql
+from .resilience import CONNECTION, RetryPolicy, RetryStats, TransientError, retrying
+from .loader import Loader
+from .plan import Plan, SQLDialect, doomed_sql, expunge_statements
 
 log = logging.getLogger("streamer.endpoints.db")
 # asyncmy logs every server note as a warning; the notes a load gets are DECIMAL roundings of values with
@@ -111,23 +113,6 @@ def _is_lost(exc: BaseException) -> bool:
     return False
 
 
-class _IdPool:
-    """Ids of one batch, taken from the tables' maximum under the lock."""
-
-    def __init__(self) -> None:
-        self.free: dict[str, deque[int]] = {t: deque() for t in ID_TABLES}
-
-    def next(self, table: str) -> int:
-        try:
-            return self.free[table].popleft()
-        except IndexError:
-            raise RuntimeError(f"no id reserved for table {table}") from None
-
-    def clear(self) -> None:
-        for free in self.free.values():
-            free.clear()
-
-
 class MySQLEndpoint(Endpoint):
     """Stampede schema in MySQL / MariaDB, batched, lock-serialised, reconnecting."""
     declared_options = option_specs.MYSQL
@@ -143,8 +128,9 @@ class MySQLEndpoint(Endpoint):
         self.stats = WriteStats()
         self.options.setdefault("batch", 10_000)
         self.retry_for = float(self.option("retry_for", 300))
+        self.retry_stats = RetryStats()
         self._conn: Any = None
-        self._ids = _IdPool()
+        self._ids = IdPool()
         self._loader = Loader(MYSQL, self._ids, replay=self.flag("replay"))
 
     @property
@@ -258,9 +244,12 @@ class MySQLEndpoint(Endpoint):
             await self._retrying(f"batch of {len(events)} events", self._write_once, events)
 
     async def _retrying(self, what: str, fn: Any, *args: Any, deadline: float | None = None) -> Any:
-        give_up = time.monotonic() + (self.retry_for if deadline is None else deadline)
-        delay = 0.1
-        while True:
+        """`fn(*args)`, through `resilience.retrying`: a lost connection is dropped and retried (reconnecting)
+        for `retry_for` seconds (or `deadline`); any other error fails the batch at once."""
+        policy = RetryPolicy(retry_for=self.retry_for if deadline is None else deadline,
+                             first_delay=0.1, max_delay=5.0, quiet_for=0.0)
+
+        async def attempt() -> Any:
             try:
                 if fn != self._connect and self._conn is None:
                     await self._connect()
@@ -275,17 +264,16 @@ class MySQLEndpoint(Endpoint):
                     await self._rollback()
                     raise EndpointError(f"{self.name}: {what} not written: {mask(str(exc))}") from None
                 await self._drop()
-                if time.monotonic() >= give_up:
-                    raise EndpointError(f"{self.name}: {what} failed, server unreachable: {mask(str(exc))}") from None
-                self.stats.retries += 1
-                log.warning("%s: connection lost (%s); reconnecting in %.1fs", self.name,
-                            mask(str(exc)) or type(exc).__name__, delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
+                raise TransientError(CONNECTION, str(exc) or type(exc).__name__) from None
             except BaseException:
                 self._loader.reset()
                 await self._drop()
                 raise
+
+        try:
+            return await retrying(self.name, what, attempt, policy, self.retry_stats)
+        finally:
+            self.stats.retries = self.retry_stats.total
 
     async def _rollback(self) -> None:
         if self._conn is not None:
@@ -313,7 +301,7 @@ class MySQLEndpoint(Endpoint):
                         await cur.execute(sql, params)
                         results[name] = [tuple(r) for r in await cur.fetchall()]
                     queries = loader.seed(unknown, results)
-                await self._reserve(cur, loader.id_demand(events))
+                await reserve_mysql(cur, self._ids, loader.id_demand(events))
                 plan = loader.plan(events)
                 await _apply(cur, plan)
             await conn.commit()
@@ -326,14 +314,6 @@ class MySQLEndpoint(Endpoint):
         finally:
             self._ids.clear()
         return plan
-
-    async def _reserve(self, cur: Any, demand: dict[str, int]) -> None:
-        """Ids for this batch: above each table's maximum (the lock keeps other writers out until commit)."""
-        for table, count in demand.items():
-            pk = ID_TABLES[table]
-            await cur.execute(f"SELECT COALESCE(MAX({pk}), 0) FROM {schema.quote(table)}")
-            (top,) = await cur.fetchone()
-            self._ids.free[table].extend(range(int(top) + 1, int(top) + 1 + count))
 
 
 async def _existing_tables(conn: Any) -> dict[str, list[str]]:

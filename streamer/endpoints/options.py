@@ -20,86 +20,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
+from ..core.options import OptionError, parse_bool, parse_count, parse_duration, parse_size
+
 __all__ = ["Option", "OptionError", "parse_bool", "parse_size", "parse_duration", "validate", "describe"]
-
-
-class OptionError(ValueError):
-    """An option that is unknown or has a value its parser refuses (a usage error)."""
-
-
-# ---------------------------------------------------------------- parsers (one of each, used everywhere)
-
-_TRUE = frozenset(("1", "true", "yes", "on"))
-_FALSE = frozenset(("0", "false", "no", "off"))
-
-
-def parse_bool(value: Any) -> bool:
-    """`true`/`false`, `yes`/`no`, `on`/`off`, `1`/`0` (any case), or a TOML boolean."""
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    raise OptionError(f"{value!r} is not a boolean (true or false)")
-
-
-_SIZE = re.compile(r"^(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?$", re.I)
-_SCALE = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-
-
-def parse_size(value: Any) -> int:
-    """Bytes: `1073741824`, `100k`, `512M`, `2G`, `1GiB`, `1.5G`; `off` (or false/no/0) is 0."""
-    if isinstance(value, bool):
-        raise OptionError(f"{value!r} is not a size (bytes, or 512M, 2G, or off)")
-    if isinstance(value, int):
-        if value < 0:
-            raise OptionError(f"{value} is not a size (negative)")
-        return value
-    text = str(value).strip()
-    if text.lower() in _FALSE:
-        return 0
-    match = _SIZE.match(text)
-    if not match:
-        raise OptionError(f"{value!r} is not a size (bytes, or 512M, 2G, or off)")
-    return int(float(match[1]) * _SCALE[match[2].lower()])
-
-
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(ms|s|m|h)?$", re.I)
-_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
-
-
-def parse_duration(value: Any) -> float:
-    """Seconds: `30`, `2.5`, `500ms`, `30s`, `5m`, `1h`."""
-    if isinstance(value, bool):
-        raise OptionError(f"{value!r} is not a duration (seconds, or 500ms, 30s, 5m, 1h)")
-    if isinstance(value, (int, float)):
-        if value < 0:
-            raise OptionError(f"{value} is not a duration (negative)")
-        return float(value)
-    match = _DURATION.match(str(value).strip())
-    if not match:
-        raise OptionError(f"{value!r} is not a duration (seconds, or 500ms, 30s, 5m, 1h)")
-    return float(match[1]) * _SECONDS[match[2].lower() if match[2] else None]
-
-
-def parse_count(value: Any) -> int:
-    """A positive integer (`5000`; `50k` too)."""
-    if isinstance(value, bool):
-        raise OptionError(f"{value!r} is not a positive integer")
-    if isinstance(value, int):
-        number = value
-    else:
-        text = str(value).strip().lower()
-        scale = 1000 if text.endswith("k") else 1
-        try:
-            number = int(text.removesuffix("k")) * scale
-        except ValueError:
-            raise OptionError(f"{value!r} is not a positive integer") from None
-    if number <= 0:
-        raise OptionError(f"{value!r} is not a positive integer")
-    return number
 
 
 def parse_text(value: Any) -> str:

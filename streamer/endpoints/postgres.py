@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import deque
 from typing import Any, Sequence
 
 from ..events import Event
@@ -34,7 +33,9 @@ from . import provenance_schema, schema_version
 from .pgwriters import WriterLocks
 from .resilience import (CONNECTION, Rejected, RetryPolicy, RetryStats, TransientError, postgres_fault,
                          rejects_content, retrying)
-from .loader import FRESH_TABLES, ID_TABLES, POSTGRESQL, Loader, Plan, doomed_sql, expunge_statements, insert_sql
+from .ids import ID_TABLES, IdPool, reserve_postgres
+from .loader import Loader
+from .plan import FRESH_TABLES, POSTGRESQL, Plan, doomed_sql, expunge_statements, insert_sql
 
 log = logging.getLogger("streamer.endpoints.db")
 
@@ -57,22 +58,6 @@ def _connection_errors() -> tuple[type[BaseException], ...]:
         asyncpg.exceptions.CannotConnectNowError,
         asyncpg.exceptions.InternalClientError,
     )
-
-
-class _IdPool:
-    """Ids reserved from the sequences, handed out by the loader."""
-
-    def __init__(self) -> None:
-        self.free: dict[str, deque[int]] = {t: deque() for t in ID_TABLES}
-
-    def next(self, table: str) -> int:
-        try:
-            return self.free[table].popleft()
-        except IndexError:
-            raise RuntimeError(f"no id reserved for table {table}") from None
-
-    def shortfall(self, demand: dict[str, int]) -> dict[str, int]:
-        return {t: n - len(self.free[t]) for t, n in demand.items() if n > len(self.free[t])}
 
 
 class PostgresEndpoint(Endpoint):
@@ -99,7 +84,7 @@ class PostgresEndpoint(Endpoint):
         self.retry_stats = RetryStats()
         self._pool: Any = None
         self._writers: WriterLocks | None = None
-        self._ids = _IdPool()
+        self._ids = IdPool()
         self._loader = Loader(POSTGRESQL, self._ids, replay=self.flag("replay"))
         self._sequences: dict[str, str] = {}
 
@@ -244,23 +229,11 @@ class PostgresEndpoint(Endpoint):
                     results = {name: [tuple(r) for r in await conn.fetch(sql, *params)]
                                for name, sql, params in queries}
                     queries = loader.seed(unknown, results)
-                await self._reserve(conn, loader.id_demand(events))
+                await reserve_postgres(conn, self._ids, self._sequences, loader.id_demand(events))
                 plan = loader.plan(events)
                 await _apply(conn, plan)
         loader.committed()
         self.stats.record(plan, self.name)
-
-    async def _reserve(self, conn: Any, demand: dict[str, int]) -> None:
-        """Top up the id pools for this batch in one round trip."""
-        short = self._ids.shortfall(demand)
-        if not short:
-            return
-        tables = list(short)
-        parts = [f"SELECT {i}, nextval('{self._sequences[t]}') FROM generate_series(1, ${i + 1})"
-                 for i, t in enumerate(tables)]
-        rows = await conn.fetch(" UNION ALL ".join(parts), *(max(short[t], 64) for t in tables))
-        for index, value in rows:
-            self._ids.free[tables[index]].append(value)
 
 
 COPY_THRESHOLD = 64

@@ -32,7 +32,9 @@ from .dbcommon import WriteStats
 from . import provenance_schema, schema_version
 from .resilience import RetryPolicy, RetryStats, TransientError, retrying_sync, sqlite_fault
 from .sqlitewriters import FileWriterLocks
-from .loader import ID_TABLES, SQLITE, Loader, Plan, doomed_sql, expunge_statements
+from .ids import MaxCounters
+from .loader import Loader
+from .plan import SQLITE, Plan, doomed_sql, expunge_statements
 
 
 def sqlite_path(url: EndpointURL | str) -> str:
@@ -59,24 +61,6 @@ def default_url(dag_file: str | os.PathLike[str]) -> str:
     return f"sqlite:///{default_path(dag_file).resolve()}"
 
 
-class _Counters:
-    """Ids from MAX(id) + 1, re-read under the write lock at the start of every batch."""
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
-        self.reload()
-
-    def reload(self) -> None:
-        self.last = {
-            table: self.conn.execute(f"SELECT COALESCE(MAX({pk}), 0) FROM {table}").fetchone()[0]
-            for table, pk in ID_TABLES.items()
-        }
-
-    def next(self, table: str) -> int:
-        self.last[table] += 1
-        return self.last[table]
-
-
 class SQLiteEndpoint(Endpoint):
     """Stampede schema in a SQLite file, written by one worker thread."""
     declared_options = option_specs.SQLITE
@@ -91,7 +75,7 @@ class SQLiteEndpoint(Endpoint):
         self._executor: ThreadPoolExecutor | None = None
         self._conn: sqlite3.Connection | None = None
         self._loader: Loader | None = None
-        self._ids: _Counters | None = None
+        self._ids: MaxCounters | None = None
         self._writers: FileWriterLocks | None = None
         self.policy = RetryPolicy(retry_for=float(self.option("retry_for", 300)))
         """`database is locked` (another writer held the file past the busy timeout) is retried this long."""
@@ -150,7 +134,7 @@ class SQLiteEndpoint(Endpoint):
             raise
         self._conn = conn
         self._writers = FileWriterLocks(self.path)
-        self._ids = _Counters(conn)
+        self._ids = MaxCounters(conn)
         self._loader = Loader(SQLITE, self._ids, replay=self.flag("replay"))
 
     def _write_sync(self, batch: list[Event]) -> None:

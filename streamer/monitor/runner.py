@@ -30,9 +30,9 @@ from typing import Any
 
 import orjson
 
-from .engineopts import DEFAULT, EngineOptions
 from .tracker import Tracker
-from .workflow import type_raw
+from .engine.events import type_raw
+from .engineopts import DEFAULT, EngineOptions
 
 log = logging.getLogger("streamer.monitor")
 
@@ -61,15 +61,23 @@ class MonitorCore:
 
     def __init__(self, dagman_out: str, *, recursive: bool, tz: str | None, write_jobstate: bool,
                  state: dict[str, Any] | None, read_size: int, snapshot_interval: float = SNAPSHOT_INTERVAL,
-                 raw_events: bool = False, engine: EngineOptions = DEFAULT) -> None:
+                 engine: EngineOptions = DEFAULT) -> None:
         self.tracker = Tracker(dagman_out, recursive=recursive, tz=tz, write_jobstate=write_jobstate, state=state,
-                               raw_events=raw_events, engine=engine)
+                               engine=engine)
         self.read_size = read_size
         self.snapshot_interval = snapshot_interval
         self.last_snapshot = float("-inf")  # the first step after a (re)start is checkpointed at once
         self.snapshot_cost = 0.0
 
     def step(self, final: bool) -> Step:
+        """One step, its events typed."""
+        return typed(self.step_raw(final))
+
+    def finish(self) -> Step:
+        return typed(self.finish_raw())
+
+    def step_raw(self, final: bool) -> Step:
+        """One step, its events as the engine's raw records (typed by whoever receives them)."""
         tracker = self.tracker
         events = tracker.step(final=final, max_bytes=self.read_size)
         at_eof, finished = tracker.all_at_eof(), tracker.dagman_finished()
@@ -79,7 +87,7 @@ class MonitorCore:
         due = at_eof or finished or time.monotonic() - self.last_snapshot >= wait
         return self._result(events, self._snapshot() if due else None, at_eof=at_eof, finished=finished)
 
-    def finish(self) -> Step:
+    def finish_raw(self) -> Step:
         events = self.tracker.finish(0)
         return self._result(events, self._snapshot(complete=True), at_eof=True, finished=True)
 
@@ -100,6 +108,12 @@ class MonitorCore:
         done, total = self.tracker.progress()
         warnings, self.tracker.warnings = self.tracker.warnings, []
         return Step(events, position, done, total, warnings, at_eof, finished)
+
+
+def typed(step: Step) -> Step:
+    """The step with its raw records typed (`engine.events.type_raw`); what cannot be typed is a warning."""
+    step.events = type_raw(step.events, step.warnings)
+    return step
 
 
 class ThreadRunner:
@@ -177,7 +191,7 @@ class ProcessRunner:
                 raise MonitorWorkerError(f"the monitor worker process exited (code {code}) during {op!r}") from exc
             status, value = pickle.loads(data)
         if status == "ok" and isinstance(value, Step):
-            value.events = type_raw(value.events)  # typed here, in this thread: the loop stays free
+            typed(value)  # typed here, in this thread: the loop stays free
         return status, value
 
     async def step(self, final: bool) -> Step:
@@ -301,13 +315,13 @@ def serve() -> int:
                 from ..runtime import log_to_stderr
 
                 log_to_stderr(level)
-                core = MonitorCore(**options, raw_events=True)
+                core = MonitorCore(**options)
                 result: Any = None
             elif core is None:
                 raise MonitorWorkerError(f"{op!r} before 'open'")
             elif op == "step":
                 (final,) = args
-                result, ahead = (ahead if ahead is not None else core.step(final)), None
+                result, ahead = (ahead if ahead is not None else core.step_raw(final)), None
                 if isinstance(result, Exception):
                     raise result
                 # only a replay reads ahead: a live follower would serve a stale poll
@@ -316,7 +330,7 @@ def serve() -> int:
                 earlier, ahead = ahead, None
                 if isinstance(earlier, Exception):
                     raise earlier
-                result = core.finish()
+                result = core.finish_raw()
                 if earlier is not None:  # read ahead but never asked for: it goes out first
                     result.events = earlier.events + result.events
                     result.warnings = earlier.warnings + result.warnings
@@ -340,6 +354,6 @@ def serve() -> int:
             return 0
         if speculate and core is not None:
             try:
-                ahead = core.step(True)
+                ahead = core.step_raw(True)
             except Exception as exc:  # reported when that step is asked for
                 ahead = exc

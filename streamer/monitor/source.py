@@ -29,6 +29,7 @@ from typing import Any, AsyncIterator
 import orjson
 
 from ..atomic import write_atomically
+from ..core.dbnaming import default_db_url
 from ..sources.base import Batch, Source
 from . import braindump, plaindag
 from .engineopts import DEFAULT, EngineOptions
@@ -89,8 +90,7 @@ class WorkflowSource(Source):
     def default_db_url(self) -> str:
         """monitord's default Stampede DB: `sqlite:///<submit dir>/<dag basename>.stampede.db`."""
         dag = self.dag_file or os.path.basename(self.dagman_out).split(".dagman.out")[0]
-        base = os.path.splitext(os.path.basename(dag))[0]
-        return f"sqlite:///{os.path.join(os.path.abspath(self.submit_dir), base)}.stampede.db"
+        return default_db_url(os.path.abspath(self.submit_dir), dag)
 
     # ------------------------------------------------------------ state
     def _load_state(self) -> dict[str, Any] | None:

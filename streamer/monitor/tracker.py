@@ -18,8 +18,8 @@ from typing import Any
 from ..limits import MAX_LINE
 from . import plaindag
 from .dagman import BadTime, LineParser
+from .engine.workflow import Workflow, WorkflowError
 from .engineopts import DEFAULT, EngineOptions
-from .workflow import Workflow, WorkflowError
 
 log = logging.getLogger(__name__)
 
@@ -53,13 +53,12 @@ class Tracker:
 
     def __init__(self, dagman_out: str, *, recursive: bool = True, tz: str | None = None,
                  write_jobstate: bool = True, state: dict[str, Any] | None = None,
-                 raw_events: bool = False, engine: EngineOptions = DEFAULT) -> None:
+                 engine: EngineOptions = DEFAULT) -> None:
         self.parser = LineParser(tz, adjust=engine.adjust)
         self.engine = engine
         self.recursive = recursive
         self.write_jobstate = write_jobstate
         self.warnings: list[str] = []
-        self.raw_events = raw_events
         self.tracked: list[Tracked] = []
         self.by_path: dict[str, Tracked] = {}
         if state:
@@ -93,7 +92,7 @@ class Tracker:
                 write_jobstate=self.write_jobstate, first_run=state is None,
                 jobstate_length=state.get("jobstate_length") if state else None,
                 started_at=state.get("started_at") if state else None, on_warning=self._warn,
-                raw_events=self.raw_events, options=self.engine)
+                options=self.engine)
         except (WorkflowError, OSError, ValueError) as exc:
             self._warn(f"{entry.run_dir}: cannot monitor this workflow: {exc}")
             entry.broken = True
@@ -104,7 +103,8 @@ class Tracker:
 
     # ------------------------------------------------------------ reading
     def step(self, *, final: bool = False, max_bytes: int = READ_SIZE) -> list[Any]:
-        """Read what is new in every tracked dagman.out; events in order per workflow.
+        """Read what is new in every tracked dagman.out; raw events (`engine.events.RawEvent`) in order
+        per workflow.
 
         `final` (replay) feeds a last line without newline too, at end of file.
         """

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import ConfigError, EndpointSpec, normalise_url
+from ..core.dbnaming import default_db_url
 from ..runtime import MaskingFormatter, run
 from ..urls import mask
 from . import files, options, properties, stats
@@ -137,8 +138,7 @@ def _endpoints(plan: Plan, params: dict[str, str]) -> None:
     if plan.no_events:
         return
     dag = params.get("dag") or plan.dagman_out.name[: -len(".dagman.out")]
-    base = os.path.splitext(os.path.basename(dag))[0]
-    default = f"sqlite:///{plan.run_dir / base}.stampede.db"
+    default = default_db_url(plan.run_dir, dag)
     url = normalise_url(opts.dest) if opts.dest else properties.workflow_url(props, default)
     main = EndpointSpec(url=url)
     main.options.update(properties.timeout_options(props, None, url.split(":", 1)[0].lower()))

@@ -37,6 +37,9 @@ class SourceError(Exception):
 class Source(abc.ABC):
     """Base of event sources (event-file follower, workflow monitor, broker tail)."""
 
+    follow: bool = False
+    """The source follows growing input until stopped (a signal then ends the run normally)."""
+
     @abc.abstractmethod
     def batches(self) -> AsyncIterator[Batch]:
         """Batches of events in order; ends when the source is exhausted (replay) or stopped."""

@@ -35,6 +35,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ..core.dbnaming import stampede_db_path
 from ..events import Event
 from ..monitor import plaindag
 
@@ -307,4 +308,4 @@ def default_db_path(log_path: Path, dag: Path | None) -> str:
     """monitord's default database name for a DAG: `<dag basename>.stampede.db` next to it."""
     base = dag.name if dag is not None else log_path.name
     base = os.path.splitext(base)[0] if base.endswith(".dag") else base
-    return str(log_path.resolve().parent / f"{base}.stampede.db")
+    return stampede_db_path(log_path.resolve().parent, base)

@@ -141,6 +141,10 @@ class EventFileSource(Source):
     def key(path: Path) -> str:
         return str(path.resolve())
 
+    def start_at(self, path: Path, position: FilePosition) -> None:
+        """Read `path` from `position` on (e.g. the last lines of a file, for `streamer tail`)."""
+        self.positions[self.key(path)] = position
+
     def stop(self) -> None:
         for follower in self._followers:
             follower.stop()

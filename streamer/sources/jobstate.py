@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Callable
 
 from ..atomic import write_atomically
+from ..core.dbnaming import sqlite_url
 from .base import Batch, Source, SourceError
 from .dagmanlog import DagmanJobstate, DagmanLogError, converter_for, default_db_path
 from .follow import FileFollower, FilePosition
@@ -68,7 +69,7 @@ class JobstateSource(Source):
 
     def default_db_url(self) -> str:
         dag = Path(self.converter.dag.path) if self.converter.dag is not None else None
-        return "sqlite:///" + default_db_path(self.path, dag)
+        return sqlite_url(default_db_path(self.path, dag))
 
     # ------------------------------------------------------------ state
     def _load(self) -> dict[str, Any] | None:

@@ -1,8 +1,15 @@
-"""One job instance as the monitor tracks it (monitord's `Job`), serialisable for checkpoints."""
+"""One job instance as the monitor tracks it (monitord's `Job`), serialisable for checkpoints,
+and the small helpers every engine module uses on it."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, fields
 from typing import Any
+
+from ...limits import read_bounded
+from .state import StateError
+
+MAX_OUTPUT_LENGTH = 2**16 - 1
 
 JOBTYPE_DESC = {
     "0": "unassigned", "1": "compute", "2": "stage-in-tx", "3": "stage-out-tx",
@@ -22,65 +29,75 @@ def regular_to_raw(status: Any) -> Any:
     return -1 if status == -128 else status << 8
 
 
+@dataclass(slots=True, eq=False)
 class Job:
-    """State of one job instance between its submit (or PRE script) and its end."""
+    """State of one job instance between its submit (or PRE script) and its end.
 
-    def __init__(self, name: str, submit_dir: str, seq: int) -> None:
-        self.name = name
-        self.seq = seq
-        self.submit_dir = submit_dir
-        self.sched_id: str | None = None
-        self.site: str | None = None
-        self.host_id: str | None = None
-        self.host_ip: str | None = None
-        self.remote_user: str | None = None
-        self.remote_dir: str | None = None
-        self.cluster_start: int | None = None
-        self.cluster_dur: Any = None
-        self.job_type: str | None = None
-        self.state: str | None = None
-        self.state_seq = 0
-        self.state_ts: int | None = None
-        self.output_counter = 0
-        self.pre_start: int | None = None
-        self.pre_done: int | None = None
-        self.pre_exitcode: Any = None
-        self.main_start: int | None = None
-        self.main_done: int | None = None
-        self.transformation: str | None = None
-        self.derivation: str | None = None
-        self.executable: str | None = None
-        self.arguments: str | None = None
-        self.exitcode: Any = None
-        self.multiplier: int | None = None
-        self.post_start: int | None = None
-        self.post_done: int | None = None
-        self.post_exitcode: Any = None
-        self.input_file: str | None = None
-        self.output_file: str | None = None
-        self.error_file: str | None = None
-        self.stdout_text: str | None = None
-        self.stderr_text: str | None = None
-        self.monitoring_events: list[dict[str, Any]] = []
-        self.multipart_events: list[dict[str, Any]] = []
-        self.invocations: list[dict[str, Any]] = []
-        self.cpu_attribs: dict[str, Any] | None = None
-        self.dagman_out: str | None = None
-        self.kickstart_parsed = False
-        self.rotated = False
-        self.deferred_end: dict[str, Any] | None = None
-        self.integrity: list[list[Any]] = []  # [type, file_type, count, succeeded, failed, duration]
-        self.classads: dict[str, str] = {}
+    Its fields are its checkpoint (`to_state`/`from_state`): a field added later
+    takes its default when an older state file is resumed."""
+
+    name: str
+    submit_dir: str
+    seq: int
+    sched_id: str | None = None
+    site: str | None = None
+    host_id: str | None = None
+    host_ip: str | None = None
+    remote_user: str | None = None
+    remote_dir: str | None = None
+    cluster_start: int | None = None
+    cluster_dur: Any = None
+    job_type: str | None = None
+    state: str | None = None
+    state_seq: int = 0
+    state_ts: int | None = None
+    output_counter: int = 0
+    pre_start: int | None = None
+    pre_done: int | None = None
+    pre_exitcode: Any = None
+    main_start: int | None = None
+    main_done: int | None = None
+    transformation: str | None = None
+    derivation: str | None = None
+    executable: str | None = None
+    arguments: str | None = None
+    exitcode: Any = None
+    multiplier: int | None = None
+    post_start: int | None = None
+    post_done: int | None = None
+    post_exitcode: Any = None
+    input_file: str | None = None
+    output_file: str | None = None
+    error_file: str | None = None
+    stdout_text: str | None = None
+    stderr_text: str | None = None
+    monitoring_events: list[dict[str, Any]] = field(default_factory=list)
+    multipart_events: list[dict[str, Any]] = field(default_factory=list)
+    invocations: list[dict[str, Any]] = field(default_factory=list)
+    cpu_attribs: dict[str, Any] | None = None
+    dagman_out: str | None = None
+    kickstart_parsed: bool = False
+    rotated: bool = False
+    deferred_end: dict[str, Any] | None = None
+    integrity: list[list[Any]] = field(default_factory=list)  # [type, file_type, count, succeeded, failed, duration]
+    classads: dict[str, str] = field(default_factory=dict)
 
     # ------------------------------------------------------------ checkpoints
     def to_state(self) -> dict[str, Any]:
-        return dict(vars(self))
+        """The job's fields by name (JSON-serialisable)."""
+        return {name: getattr(self, name) for name in JOB_FIELDS}
 
     @classmethod
-    def from_state(cls, state: dict[str, Any]) -> "Job":
-        job = cls.__new__(cls)
-        job.__dict__.update(state)
-        return job
+    def from_state(cls, state: dict[str, Any], where: str = "state") -> "Job":
+        """The job a `to_state` dict describes; missing fields take their defaults, unknown ones are refused."""
+        unknown = sorted(set(state) - JOB_FIELD_SET)
+        if unknown:
+            raise StateError(f"{where}: unknown job field(s) {', '.join(unknown)}: "
+                             "this state file was not written by this version of streamer")
+        missing = [name for name in ("name", "submit_dir", "seq") if name not in state]
+        if missing:
+            raise StateError(f"{where}: job lacks {', '.join(missing)}")
+        return cls(**state)
 
     # ------------------------------------------------------------ state
     def set_state(self, state: str, sched_id: str | None, ts: int, status: Any) -> None:
@@ -164,3 +181,24 @@ class Job:
         if self.job_type is None:
             return "unknown"
         return JOBTYPE_DESC.get(self.job_type, "unknown")
+
+
+JOB_FIELDS = tuple(f.name for f in fields(Job))
+JOB_FIELD_SET = frozenset(JOB_FIELDS)
+
+
+def job_fields(wf_uuid: str, job: Job) -> dict[str, Any]:
+    """The fields naming a job instance in its events."""
+    return {"xwf.id": wf_uuid, "job.id": job.name, "job_inst.id": job.seq}
+
+
+def read_text(path: str) -> str | None:
+    """A job's output file as text (universal newlines), None when it cannot be read."""
+    try:
+        data = read_bounded(path)  # bytes then decode: no text-layer set-up per small file
+    except OSError:
+        return None
+    text = data.decode("utf-8", errors="replace")
+    if "\r" in text:  # universal newlines, as a text-mode read gives
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text

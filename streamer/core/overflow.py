@@ -5,8 +5,8 @@ instead of making the source wait, so the other endpoints keep their pace; the
 endpoint's task reads them back in order once it has caught up. The file need
 not survive a crash: the source's checkpoint never passes events an endpoint
 has not acknowledged, so a restart re-reads them from the source. Records are
-`seq<TAB>json` lines (an empty json part marks a batch with no events for this
-endpoint).
+`seq<TAB>record` lines, the record in the injected codec's one-line form (an
+empty record part marks a batch with no events for this endpoint).
 """
 
 from __future__ import annotations
@@ -15,15 +15,19 @@ import os
 import tempfile
 from collections import deque
 from pathlib import Path
+from typing import Generic, TypeVar
 
-from .events import Event, jsonenc
+from .record import Codec
+
+R = TypeVar("R")
 
 
-class OverflowFile:
-    """A FIFO of (seq, events) on disk, bounded by `max_bytes`."""
+class OverflowFile(Generic[R]):
+    """A FIFO of (seq, records) on disk, bounded by `max_bytes`, records written with `codec`."""
 
-    def __init__(self, directory: str | Path | None, label: str, max_bytes: int) -> None:
+    def __init__(self, directory: str | Path | None, label: str, max_bytes: int, codec: Codec[R]) -> None:
         self.max_bytes = max_bytes
+        self.codec = codec
         fd, name = tempfile.mkstemp(prefix=f"streamer-{label}-", suffix=".overflow", dir=directory)
         os.close(fd)
         self.path = Path(name)
@@ -40,10 +44,11 @@ class OverflowFile:
     def full(self) -> bool:
         return self.size >= self.max_bytes
 
-    def append(self, seq: int, events: list[Event]) -> None:
+    def append(self, seq: int, events: list[R]) -> None:
         prefix = str(seq).encode() + b"\t"
         if events:
-            data = b"".join(prefix + jsonenc.dumps(e) + b"\n" for e in events)
+            encode = self.codec.encode
+            data = b"".join(prefix + encode(e) + b"\n" for e in events)
         else:
             data = prefix + b"\n"
         self._writer.write(data)
@@ -51,11 +56,11 @@ class OverflowFile:
         self.events += len(events)
         self._batches.append(len(events))
 
-    def pop(self) -> tuple[int, list[Event]]:
+    def pop(self) -> tuple[int, list[R]]:
         """The oldest parked batch."""
         self._writer.flush()
         count = self._batches.popleft()
-        events: list[Event] = []
+        events: list[R] = []
         seq = 0
         for _ in range(max(count, 1)):
             line = self._reader.readline()
@@ -63,7 +68,7 @@ class OverflowFile:
             head, _, body = line.rstrip(b"\n").partition(b"\t")
             seq = int(head)
             if body:
-                events.append(jsonenc.parse_line(body))
+                events.append(self.codec.decode(body))
         self.events -= len(events)
         if not self._batches:
             self._rewind()
