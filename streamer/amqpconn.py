@@ -122,7 +122,8 @@ def tls_context(options: dict[str, Any]) -> ssl.SSLContext:
     return context
 
 
-async def connect(target: AMQPTarget, options: dict[str, Any], *, name: str = "streamer") -> aio_pika.abc.AbstractConnection:
+async def connect(target: AMQPTarget, options: dict[str, Any], *,
+                  name: str = "streamer") -> aio_pika.abc.AbstractConnection:
     """A plain (non-robust) aio-pika connection: reconnecting is the caller's job."""
     timeout = float(options.get("connect_timeout", CONNECT_TIMEOUT))
     kwargs: dict[str, Any] = dict(

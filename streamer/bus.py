@@ -311,6 +311,10 @@ class Bus:
         self.published_batches += 1
         self._raise_if_stopped()
 
+    def holding(self) -> bool:
+        """An endpoint holds events of a batch back (`Endpoint.holding`): no checkpoint passes that batch."""
+        return any(r.hold_from is not None for r in self.routes)
+
     def acked_seq(self) -> int:
         """Highest sequence number every route (failed ones included) has acknowledged."""
         if not self.routes:

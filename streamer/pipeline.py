@@ -112,6 +112,7 @@ async def run_pipeline(source: Source, specs: list[EndpointSpec], *, on_error: s
         if key is not None and key in saved:
             route.endpoint.resume(saved[key])
     bus = Bus(routes, on_error=on_error, commit=source.commit)
+    source.held_downstream = bus.holding  # type: ignore[method-assign]
     exporter = await start_metrics(metrics, bus, source)
     show = err.isatty() if progress is None else progress
     meter = meter if meter is not None else Progress(err, show)

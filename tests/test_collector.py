@@ -150,7 +150,7 @@ async def test_two_collectors_share_one_queue(event_files: list[Path], databases
     run("load", *map(str, event_files), "--dest", direct, "-q")
     queue = unique("streamer-share-q")
     declared_here.append(("queue", queue))
-    source = f"{amqp_url}/{queue}?declare=true&prefetch=50&idle=3"
+    source = f"{amqp_url}/{queue}?declare=true&single_active=false&prefetch=50&idle=3"
     connection = await aio_pika.connect(amqp_url.replace("%2F", ""))
     try:
         channel = await connection.channel()
@@ -193,7 +193,7 @@ async def test_three_publishers_two_collectors_one_killed(event_files: list[Path
     connection = await aio_pika.connect(amqp_url.replace("%2F", ""))
     channel = await connection.channel()  # the site's set-up: what `?declare=true&bind=` would make
     await channel.declare_exchange(exchange, "topic", durable=True)
-    declared = await channel.declare_queue(queue, durable=True)  # a plain queue: the collectors share it
+    declared = await channel.declare_queue(queue, durable=True, arguments={"x-single-active-consumer": True})
     await declared.bind(exchange, routing_key="#")
     try:
         # three submit hosts publish their workflows at once (each its own spool, as on its own host)
@@ -204,9 +204,11 @@ async def test_three_publishers_two_collectors_one_killed(event_files: list[Path
             assert publisher.returncode == 0, err
         total = await queue_depth(amqp_url, queue)
         assert total == sum(len(f.read_text().splitlines()) for f in event_files)
-        source = f"{amqp_url}/{queue}?declare=true&bind={exchange}&prefetch=20&idle=3"
-        collectors = [streamer("load", source, "--dest", collected) for _ in range(2)]
-        await _consumers(channel, queue, 2)  # competing consumers: the broker deals the messages out to both
+        source = f"{amqp_url}/{queue}?declare=true&single_active=true&bind={exchange}&prefetch=20&idle=3"
+        collectors = [streamer("load", source, "--dest", collected)]
+        await _consumers(channel, queue, 1)  # the first is the active consumer, the second its standby
+        collectors.append(streamer("load", source, "--dest", collected))
+        await _consumers(channel, queue, 2)
         deadline = time.monotonic() + 60
         while await pg_count(collected, "jobstate") == 0:  # rows are arriving: kill the active collector
             assert time.monotonic() < deadline, "no rows reached the database"

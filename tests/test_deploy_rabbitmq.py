@@ -200,7 +200,7 @@ def test_definitions_shape() -> None:
     assert [(e["name"], e["type"], e["durable"]) for e in defs["exchanges"]] == [(EXCHANGE, "topic", True)]
     assert perms["collector"] == ("^$", "^$", "^workflows-db$")
     assert [(q["name"], q["durable"], q["auto_delete"], q["arguments"]) for q in defs["queues"]] == [
-        (QUEUE, True, False, {}), ("workflows-db", True, False, {})]
+        (QUEUE, True, False, {}), ("workflows-db", True, False, {"x-single-active-consumer": True})]
 
 
 def test_render_refuses_missing_and_unsafe_passwords(tmp_path: Path) -> None:

@@ -51,7 +51,7 @@ from ..core.options import OptionError
 from ..core.options import parse_size as _parse_size
 from ..events import Event, jsonenc
 from ..spool import Spool, SpoolError, SpoolFull
-from ..urls import EndpointURL, mask
+from ..urls import EndpointURL
 from .amqp_channel import Item, RawChannel, is_ack
 from .base import Endpoint, EndpointError
 

@@ -16,7 +16,6 @@ Each endpoint class names its declarations in `declared_options` (a tuple of `Op
 from __future__ import annotations
 
 import difflib
-import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 

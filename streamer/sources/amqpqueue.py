@@ -11,17 +11,15 @@ collector has delivered them to its endpoints (the central PostgreSQL, files).
   another collector or to the next run: nothing is lost; what was written but
   not yet acknowledged is written again, which the database endpoints absorb
   (idempotent on natural keys, ids stable).
-- **Several collectors on one queue share the work** (competing consumers):
-  the broker deals its messages out round-robin, so one collector may get a
-  job's instance events while another still writes that job's `job.info`. The
-  database endpoints of a collector therefore hold an event whose workflow,
-  job or task row is not in the database yet and write it again once the other
-  collector has committed it (`wait_parents`, default 30 s here, see
-  `endpoints/dbcommon.py`); the held event's message is not acknowledged
-  meanwhile. `?single_active=true` declares a *single active consumer* queue
-  instead (RabbitMQ's `x-single-active-consumer`): one collector works, the
-  others are hot standbys that the broker hands the queue to, in order, when
-  it dies.
+- **Several collectors on one queue**: a queue the collector declares is by
+  default a *single active consumer* queue (RabbitMQ's `x-single-active-consumer`):
+  one collector consumes, the others are hot standbys the broker hands the queue
+  to, in order, when it dies. `?single_active=false` declares a plain queue the
+  collectors share (competing consumers); their database endpoints then hold an
+  event whose parent row the other collector is still writing (`wait_parents`,
+  30 s here, `endpoints/dbcommon.py`), and this source widens its prefetch window
+  while held events fill it (`_widen_window`). See the README for the limit of
+  that mode when a collector dies.
 - **Prefetch window** (`?prefetch=N`, default 1000): messages in flight per collector.
 - **Reconnect**: a lost connection is retried with backoff (up to `retry_max`
   seconds between attempts); what was in flight is redelivered by the broker.
@@ -56,8 +54,8 @@ from .base import Batch, Source, SourceError
 
 log = logging.getLogger("streamer.collector")
 
-OPTIONS = ("declare", "single_active", "bind", "routing", "prefetch", "idle", "retry_max", "heartbeat", "connect_timeout",
-           "exchange_type", "cafile", "certfile", "keyfile", "verify")
+OPTIONS = ("declare", "single_active", "bind", "routing", "prefetch", "idle", "retry_max", "heartbeat",
+           "connect_timeout", "exchange_type", "cafile", "certfile", "keyfile", "verify")
 MAX_BATCH = 1000
 WINDOW_CHECK = 0.25
 """Seconds without a message after which the prefetch window is looked at (`_widen_window`)."""
@@ -84,12 +82,13 @@ class QueueSource(Source):
             self.prefetch = max(1, int(self.options.get("prefetch", 1000)))
             self.idle = float(self.options["idle"]) if self.options.get("idle") not in (None, "") else None
             self.retry_max = float(self.options.get("retry_max", 30.0))
-            self.single_active = parse_bool(self.options.get("single_active", False))
+            self.single_active = parse_bool(self.options.get("single_active", True))
         except ValueError as exc:
             raise SourceError(f"{self.target.display}: bad option value: {exc}") from None
         self.stats_bad = 0
         self.received = 0
         self.acked = 0
+        self._last_ack = 0.0
         self.reconnects = 0
         self._generation = 0
         self._connection: Any = None
@@ -163,7 +162,8 @@ class QueueSource(Source):
                     if not done:
                         if await self._widen_window():
                             quiet_since = time.monotonic()
-                        elif self.idle is not None and time.monotonic() - quiet_since >= self.idle:
+                        elif (self.idle is not None
+                              and time.monotonic() - max(quiet_since, self._last_ack) >= self.idle):
                             log.info("%s: no message for %g s: done", self.name, self.idle)
                             break
                         continue
@@ -186,12 +186,12 @@ class QueueSource(Source):
             stop.cancel()
 
     async def _widen_window(self) -> bool:
-        """Keep messages coming while the endpoints hold some back (a database waiting for a parent row
-        that is still in the queue): a full prefetch window that no acknowledgement frees is widened by
+        """Keep messages coming while the endpoints hold some back (`held_downstream`: a database waiting for
+        a parent row that is still in the queue): a full prefetch window that no acknowledgement frees is widened by
         `prefetch` (up to MAX_WINDOW), and narrowed again once acknowledgements caught up."""
         in_flight = self._taken - self._gen_acked
         try:
-            if in_flight >= self._window and self._window < MAX_WINDOW:
+            if in_flight >= self._window and self._window < MAX_WINDOW and self.held_downstream():
                 self._window = min(MAX_WINDOW, self._window + self.prefetch)
                 await self._channel.set_qos(prefetch_count=self._window)
                 log.debug("%s: %d messages in flight: prefetch window now %d", self.name, in_flight, self._window)
@@ -226,6 +226,7 @@ class QueueSource(Source):
             await message.ack(multiple=True)
             self.acked = max(self.acked, message.delivery_tag)
             self._gen_acked = max(self._gen_acked, message.delivery_tag)
+            self._last_ack = time.monotonic()  # idle counts from the last message or acknowledgement
         except Exception as exc:  # channel closed under us: they will be redelivered
             log.debug("%s: ack lost (%s); the broker redelivers", self.name, exc)
 

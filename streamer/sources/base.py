@@ -40,6 +40,11 @@ class Source(abc.ABC):
     follow: bool = False
     """The source follows growing input until stopped (a signal then ends the run normally)."""
 
+    def held_downstream(self) -> bool:
+        """True while an endpoint holds events of a published batch back (nothing from it on is committed);
+        the run wires this to the bus (`Bus.holding`). A broker source widens its prefetch window then."""
+        return False
+
     @abc.abstractmethod
     def batches(self) -> AsyncIterator[Batch]:
         """Batches of events in order; ends when the source is exhausted (replay) or stopped."""
