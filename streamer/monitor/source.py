@@ -70,6 +70,7 @@ class WorkflowSource(Source):
         self.parser = parser
         self.snapshot_interval = snapshot_interval
         self._stopped = False
+        self._detached = False
         self.runner: ThreadRunner | ProcessRunner | None = None
         self.resumed = False
         self._loaded: dict[str, Any] | None | bool = False  # False: not read yet
@@ -174,15 +175,27 @@ class WorkflowSource(Source):
                     continue
                 if step.finished and not self.keep_alive:
                     break
-                await asyncio.sleep(delay)
+                await self.idle(delay)
                 delay = min(delay * 2, self.poll_max)
         finally:
             if ahead is not None:  # the consumer stopped early: let the step in flight end cleanly
                 await asyncio.gather(ahead, return_exceptions=True)
+        if self._detached:  # let go without finishing: the state stays resumable (`streamer serve`)
+            return
         for part in _slices(_batch(await self.runner.finish())):
             yield part
 
+    async def idle(self, delay: float) -> None:
+        """Wait before looking at idle logs again (`streamer serve` wakes it on inotify instead)."""
+        await asyncio.sleep(delay)
+
     def stop(self) -> None:
+        self._stopped = True
+
+    def detach(self) -> None:
+        """Stop after the step in flight without finishing (no MONITORD_FINISHED, state not complete):
+        a later source on the same directory resumes as after a crash, with nothing lost or repeated."""
+        self._detached = True
         self._stopped = True
 
     async def close(self) -> None:
