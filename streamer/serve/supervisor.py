@@ -73,6 +73,7 @@ class Supervisor:
             self._start_discovery()
             for path in self._read_registry():
                 self.candidate(path)
+            self._registry_dirty.set()  # written once at start: the sign that serve is up (signals handled)
             self._spawn(self._registry_writer(), "registry")
             await self._stop.wait()
         finally:

@@ -1,0 +1,215 @@
+"""`streamer serve`: many live workflows in one process, discovery, SIGKILL and SIGHUP.
+
+The acceptance test: 20 synthetic workflows (mixed scenarios, two hierarchical) under one root, their
+dagman.out files growing in pieces at once, six of them moved into the root while serve runs, serve
+SIGKILLed twice and restarted. Each workflow's events, SQLite Stampede DB and jobstate.log (its
+sub-workflows' included) must equal those of its own `streamer replay` of the finished directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+import dbcompare
+from streamer import cli
+from streamer.serve.discovery import classify
+from streamer.synth import generate, iter_dagman_chunks
+
+SCENARIOS = ["success", "retry", "held", "held_abort", "evicted", "pre_failure", "post_failure",
+             "submit_failure", "clustered", "xml_kickstart"]
+PIECES = 6
+EVENTS_FILE = "events.jsonl"
+
+
+def make_workflows(base: Path, count: int, hierarchical: set[int]) -> list[tuple[Path, Path, list[str]]]:
+    """(live dir, finished copy, chunks of its dagman.out) per workflow; the live dagman.out starts empty."""
+    out = []
+    for i in range(count):
+        scenario = "hierarchical" if i in hierarchical else SCENARIOS[i % len(SCENARIOS)]
+        live = generate(base / "gen" / f"wf{i:02d}", jobs=3 + i % 3, scenario=scenario, seed=10 * i + 1)
+        ref = base / "ref" / live.name
+        shutil.copytree(live, ref, symlinks=True)
+        out.append((live, ref, list(iter_dagman_chunks(live, pieces=PIECES, seed=i))))
+    return out
+
+
+def serve_cmd(root: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "streamer", "serve", "--watch", str(root), "--timezone", "UTC",
+            "--workflow-dest", "sqlite", "--workflow-dest", "file://{submit_dir}/" + EVENTS_FILE, *extra]
+
+
+def replay(ref: Path) -> None:
+    code = cli.main(["replay", str(ref), "--timezone", "UTC", "-q", "--state", str(ref / "replay.state"),
+                     "--dest", f"file://{ref}/{EVENTS_FILE}", "--dest", f"sqlite:///{ref}/synth-0.stampede.db"])
+    assert code == 0
+
+
+def event_ids(path: Path) -> list[str]:
+    return [json.loads(line)["event_id"] for line in path.read_text().splitlines()]
+
+
+def jobstate_logs(submit: Path) -> dict[str, list[str]]:
+    """Every jobstate.log of a workflow (sub-workflows' too), without MONITORD_* lines (wall-clock times,
+    one pair per process that followed it)."""
+    found = {}
+    for path in sorted(submit.rglob("jobstate.log")):
+        if path.parent.is_symlink() or any(p.is_symlink() for p in path.relative_to(submit).parents if p != Path(".")):
+            continue
+        found[str(path.relative_to(submit))] = [ln for ln in path.read_text().splitlines() if "MONITORD_" not in ln]
+    return found
+
+
+def assert_same_as_replay(live: Path, ref: Path) -> int:
+    expected, got = event_ids(ref / EVENTS_FILE), event_ids(live / EVENTS_FILE)
+    # as multisets: a clustered job's replay itself repeats an identical event (same id) once per task
+    repeated, lost = Counter(got) - Counter(expected), Counter(expected) - Counter(got)
+    assert not repeated, f"{live.name}: {sum(repeated.values())} events repeated or foreign"
+    assert not lost, f"{live.name}: {sum(lost.values())} events lost"
+    diff = dbcompare.compare(dbcompare.sqlite_snapshot(str(live / "synth-0.stampede.db")),
+                             dbcompare.sqlite_snapshot(str(ref / "synth-0.stampede.db")))
+    assert not diff, f"{live.name}: " + dbcompare.format_diff(diff)
+    assert jobstate_logs(live) == jobstate_logs(ref), f"{live.name}: jobstate.log differs"
+    assert (live / "monitord.done").exists()
+    return len(got)
+
+
+def wait_until(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def test_serve_twenty_live_workflows_sigkill_twice(tmp_path: Path) -> None:
+    rng = random.Random(1313)
+    workflows = make_workflows(tmp_path, 20, hierarchical={3, 16})
+    root = tmp_path / "root"
+    (root / "alice" / "pegasus").mkdir(parents=True)
+    first, later = workflows[:14], workflows[14:]
+    live: list[tuple[Path, list[str]]] = []
+    for src, _, chunks in first:
+        dest = root / "alice" / "pegasus" / src.name
+        shutil.move(str(src), dest)
+        live.append((dest, chunks))
+    env = {**os.environ, "TZ": "UTC", "STREAMER_STATE_DIR": str(tmp_path / "state")}
+    errors: list[str] = []
+
+    def grow() -> None:
+        """Round-robin, a piece of every present workflow per round; the six later ones arrive at round 2."""
+        progress = [0] * 20
+        for rnd in range(PIECES + 4):
+            if rnd == 2:
+                for src, _, chunks in later:  # a new run appears (renamed in, as a copy finishing)
+                    dest = root / "alice" / "pegasus" / src.name
+                    shutil.move(str(src), dest)
+                    live.append((dest, chunks))
+            for index, (dest, chunks) in enumerate(list(live)):
+                if progress[index] < len(chunks):
+                    with open(next(dest.glob("*.dag.dagman.out")), "a") as fh:
+                        fh.write(chunks[progress[index]])
+                    progress[index] += 1
+            time.sleep(0.4)
+
+    writer = threading.Thread(target=grow, daemon=True)
+    proc = subprocess.Popen(serve_cmd(root), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    writer.start()
+    for _ in range(2):
+        time.sleep(rng.uniform(1.5, 2.5))
+        proc.send_signal(signal.SIGKILL)
+        _, err = proc.communicate(timeout=30)
+        assert "Traceback" not in err, err
+        proc = subprocess.Popen(serve_cmd(root), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                text=True)
+    writer.join(timeout=60)
+    try:
+        wait_until(lambda: all((d / "monitord.done").exists() for d, _ in live), 60, "every workflow to finish")
+        registry = json.loads((tmp_path / "state" / "serve" / "workflows.json").read_text())
+        wait_until(lambda: not json.loads((tmp_path / "state" / "serve" / "workflows.json").read_text())["followed"],
+                   10, f"the registry to empty ({registry})")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err, err
+
+    total = 0
+    for (dest, _), (_, ref, _) in zip(sorted(live), sorted(workflows, key=lambda w: w[0].name)):
+        replay(ref)
+        total += assert_same_as_replay(dest, ref)
+    print(f"\n20 workflows, 2 SIGKILLs: {total} events, each equal to its replay")
+    assert total > 2000
+
+
+def test_discovery_skips_subworkflows_and_finished_runs(tmp_path: Path) -> None:
+    submit = generate(tmp_path / "h", jobs=3, scenario="hierarchical", seed=2)
+    found = classify(str(submit))
+    assert found is not None and found.dag == "synth-0" and found.submit_dir == str(submit.resolve())
+    sub = next(p for p in (submit / "00" / "00").iterdir() if p.is_dir() and p.name.endswith(".000"))
+    assert (sub / "braindump.yml").exists()
+    assert classify(str(sub)) is None  # followed through its parent
+    (submit / "monitord.done").write_text("")
+    assert classify(str(submit)) is None  # history
+
+
+def test_serve_sighup_adds_shared_endpoint_and_master_db(tmp_path: Path) -> None:
+    """SIGHUP with a changed config: followers detach at their checkpoint and resume with the new endpoints
+    (nothing lost or repeated per workflow); a workflow registered in the master DB (outside any root) is
+    followed too."""
+    root = tmp_path / "root"
+    root.mkdir()
+    (a, a_ref, a_chunks), (b, b_ref, b_chunks) = make_workflows(tmp_path, 2, hierarchical=set())
+    a_live = root / a.name
+    shutil.move(str(a), a_live)
+    master = tmp_path / "workflow.db"
+    with sqlite3.connect(master) as conn:  # the columns serve reads of Pegasus's master_workflow
+        conn.execute("CREATE TABLE master_workflow (wf_id INTEGER PRIMARY KEY, submit_dir TEXT)")
+        conn.execute("INSERT INTO master_workflow VALUES (1, ?)", (str(b),))
+    shared = tmp_path / "shared.jsonl"
+    config = tmp_path / "streamer.toml"
+    base = (f'[serve]\nwatch = ["{root}"]\nmaster_db = "sqlite:///{master}"\nmaster_poll = 0.5\n'
+            f'timezone = "UTC"\nworkflow_dest = ["sqlite", "file://{{submit_dir}}/{EVENTS_FILE}"]\n')
+    config.write_text(base)
+    env = {**os.environ, "TZ": "UTC", "STREAMER_STATE_DIR": str(tmp_path / "state")}
+    proc = subprocess.Popen([sys.executable, "-m", "streamer", "serve", "--config", str(config)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until((tmp_path / "state" / "serve" / "workflows.json").exists, 30, "serve to start")
+        for k in range(PIECES):
+            if k == PIECES // 2:
+                config.write_text(base + f'\n[[endpoint]]\nurl = "file://{shared}"\n')
+                proc.send_signal(signal.SIGHUP)
+            for path, chunks in ((a_live, a_chunks), (b, b_chunks)):
+                with open(next(path.glob("*.dag.dagman.out")), "a") as fh:
+                    fh.write(chunks[k])
+            time.sleep(0.7)
+        finished = True
+        wait_until(lambda: (a_live / "monitord.done").exists() and (b / "monitord.done").exists(), 40,
+                   "both workflows to finish")
+    except AssertionError:
+        finished = False
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    assert finished, f"both workflows should have finished:\n{err}"
+    assert proc.returncode == 0, err
+    assert "SIGHUP: configuration re-read" in err
+    for live, ref in ((a_live, a_ref), (b, b_ref)):
+        replay(ref)
+        assert_same_as_replay(live, ref)
+    after = event_ids(shared)
+    assert after and len(after) == len(set(after))
+    assert set(after) <= set(event_ids(a_ref / EVENTS_FILE)) | set(event_ids(b_ref / EVENTS_FILE))
