@@ -18,6 +18,7 @@ import fcntl
 import logging
 import os
 import signal
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
@@ -35,6 +36,7 @@ from .watch import TreeWatcher
 log = logging.getLogger("streamer.serve")
 
 REGISTRY = "workflows.json"
+WORKER_THREADS = 64
 
 
 class Supervisor:
@@ -56,6 +58,9 @@ class Supervisor:
     async def run(self) -> int:
         self._lock()
         loop = asyncio.get_running_loop()
+        # Parsing steps, checkpoint fsyncs and file writes of every workflow share the default executor:
+        # size it for many workflows, so a slow fsync of one never queues another's parsing.
+        loop.set_default_executor(ThreadPoolExecutor(max_workers=WORKER_THREADS, thread_name_prefix="streamer-serve"))
         seen: list[int] = []
 
         def on_signal(signum: int) -> None:
