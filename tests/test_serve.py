@@ -213,3 +213,40 @@ def test_serve_sighup_adds_shared_endpoint_and_master_db(tmp_path: Path) -> None
     after = event_ids(shared)
     assert after and len(after) == len(set(after))
     assert set(after) <= set(event_ids(a_ref / EVENTS_FILE)) | set(event_ids(b_ref / EVENTS_FILE))
+
+
+def test_deploy_serve_config_example_is_valid(tmp_path: Path) -> None:
+    """deploy/systemd/streamer.toml.example is read by `serve` as shipped (its root made to exist here)."""
+    import argparse
+
+    from streamer.serve.config import load_serve_config
+
+    example = Path(__file__).resolve().parent.parent / "deploy" / "systemd" / "streamer.toml.example"
+    text = example.read_text().replace("/home/pegasus/runs", str(tmp_path))
+    (tmp_path / "amqp.password").write_text("secret\n")
+    text = text.replace("/etc/streamer/amqp.password", str(tmp_path / "amqp.password"))
+    config = tmp_path / "streamer.toml"
+    config.write_text(text)
+    args = argparse.Namespace(config=str(config), dest=[], watch=[], conf=None, events=None, on_error=None)
+    serve = load_serve_config(args, cli.collect_endpoints)
+    assert serve.roots == [tmp_path.resolve()]
+    assert serve.workflow_dest == ["sqlite"] and serve.jobstate
+    assert [s.url for s in serve.shared] == ["amqp://streamer@broker.example.org:5672/pegasus/workflows"]
+    specs = serve.workflow_specs("/runs/r1", "diamond-0", "u", "sqlite:////runs/r1/diamond-0.stampede.db")
+    assert [s.url for s in specs] == ["sqlite:////runs/r1/diamond-0.stampede.db"]
+    unit = (example.parent / "streamer-serve.service").read_text()
+    assert "streamer serve --config /etc/streamer/streamer.toml" in unit and "ExecReload=/bin/kill -HUP" in unit
+
+
+def test_serve_usage_errors_name_the_problem(tmp_path: Path) -> None:
+    bad = tmp_path / "streamer.toml"
+    bad.write_text('[serve]\nwatch = ["/nonexistent/runs"]\nwatchh = 1\n')
+    done = subprocess.run([sys.executable, "-m", "streamer", "serve", "--config", str(bad)], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2
+    assert f"{bad}: [serve]: unknown key(s) watchh" in done.stderr and "Traceback" not in done.stderr
+    done = subprocess.run([sys.executable, "-m", "streamer", "serve", "--watch", str(tmp_path / "nope")],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and f"watch root {tmp_path / 'nope'}: no such directory" in done.stderr
+    done = subprocess.run([sys.executable, "-m", "streamer", "serve"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "nothing to serve" in done.stderr
