@@ -250,3 +250,15 @@ def test_serve_usage_errors_name_the_problem(tmp_path: Path) -> None:
     assert done.returncode == 2 and f"watch root {tmp_path / 'nope'}: no such directory" in done.stderr
     done = subprocess.run([sys.executable, "-m", "streamer", "serve"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "nothing to serve" in done.stderr
+
+
+def test_serve_systemd_unit_verifies(tmp_path: Path) -> None:
+    if shutil.which("systemd-analyze") is None:
+        pytest.skip("systemd-analyze not installed (the unit is only parsed by systemd)")
+    unit = (Path(__file__).resolve().parent.parent / "deploy" / "systemd" / "streamer-serve.service").read_text()
+    local = tmp_path / "streamer-serve.service"
+    local.write_text(unit.replace("/opt/streamer/bin/streamer", sys.executable))
+    done = subprocess.run(["systemd-analyze", "verify", "--man=no", str(local)], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert [line for line in done.stderr.splitlines() if local.name in line] == []
