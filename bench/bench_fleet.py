@@ -26,7 +26,6 @@ import random
 import re
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -177,8 +176,8 @@ async def run_streamer(base: Path, dirs: list[Path], chunks: list[list[str]], ex
                              "-q", "--workflow-dest", "sqlite", "--workflow-dest", "file://{submit_dir}/events.jsonl"],
                             env=env, stderr=open(base / "serve.err", "wb"))
     registry = base / "streamer-state" / "serve" / "workflows.json"
-    while not registry.exists():
-        await asyncio.sleep(0.1)
+    while not registry.exists() or not all((d / "events.jsonl").exists() for d in dirs):
+        await asyncio.sleep(0.1)  # serve is up and follows every workflow (its endpoints are open)
     done = asyncio.Event()
 
     async def finished() -> None:
@@ -205,7 +204,8 @@ async def run_monitord(base: Path, dirs: list[Path], chunks: list[list[str]], ex
     procs = [subprocess.Popen([sys.executable, "-m", "Pegasus.cli.pegasus-monitord", "-N", "--no-notifications",
                                next(d.glob("*.dag.dagman.out")).name], cwd=d, env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for d in dirs]
-    await asyncio.sleep(3.0)  # let them start before the first line
+    while not all((d / "jobstate.log").exists() for d in dirs):  # MONITORD_STARTED: each is up
+        await asyncio.sleep(0.1)
     done = asyncio.Event()
     usage: list[tuple[float, int]] = []
 

@@ -19,7 +19,6 @@ import logging
 import os
 import signal
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any, Callable
 
 import orjson
@@ -261,4 +260,4 @@ def describe(config: ServeConfig) -> list[str]:
     return lines
 
 
-__all__ = ["Supervisor", "run_serve", "describe", "Path"]
+__all__ = ["Supervisor", "run_serve", "describe"]
