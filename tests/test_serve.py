@@ -298,3 +298,29 @@ def test_serve_systemd_unit_verifies(tmp_path: Path) -> None:
                           timeout=60)
     assert done.returncode == 0, done.stderr
     assert [line for line in done.stderr.splitlines() if local.name in line] == []
+
+
+async def test_a_dagman_out_write_wakes_the_workflow_that_owns_it(tmp_path: Path) -> None:
+    """inotify's write on a sub-workflow's dagman.out wakes its root's follower; one state dir, one serve."""
+    from streamer.config import ConfigError
+    from streamer.serve.config import ServeConfig
+    from streamer.serve.follower import Followed, ServeSource
+    from streamer.serve.supervisor import Supervisor
+
+    submit = generate(tmp_path / "h", jobs=3, scenario="hierarchical", seed=2)
+    found = classify(str(submit))
+    assert found is not None
+    supervisor = Supervisor(ServeConfig(roots=[tmp_path], state_dir=tmp_path / "state"))
+    source = ServeSource(found.submit_dir, follow=True)
+    supervisor.followed[found.submit_dir] = Followed(found, source=source)
+    sub_log = next(p for p in (submit / "00" / "00").rglob("*.dagman.out") if not p.parent.is_symlink())
+    supervisor.wrote(str(tmp_path / "elsewhere" / "x.dag.dagman.out"))
+    assert not source.wake.is_set()
+    supervisor.wrote(str(sub_log))
+    assert source.wake.is_set()
+    await asyncio.wait_for(source.idle(3600), 10)  # returns at once: the write is not waited out
+    assert not source.wake.is_set()
+
+    supervisor._lock()
+    with pytest.raises(ConfigError, match="another streamer serve uses this state directory"):
+        Supervisor(ServeConfig(roots=[tmp_path], state_dir=tmp_path / "state"))._lock()
