@@ -161,10 +161,10 @@ def test_serve_twenty_live_workflows_sigkill_twice(tmp_path: Path) -> None:
                                 text=True)
     writer.join(timeout=60)
     try:
-        wait_until(lambda: all((d / "monitord.done").exists() for d, _ in live), 60, "every workflow to finish")
+        wait_until(lambda: all((d / "monitord.done").exists() for d, _ in live), 240, "every workflow to finish")
         registry = json.loads((tmp_path / "state" / "serve" / "workflows.json").read_text())
         wait_until(lambda: not json.loads((tmp_path / "state" / "serve" / "workflows.json").read_text())["followed"],
-                   10, f"the registry to empty ({registry})")
+                   60, f"the registry to empty ({registry})")
     finally:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=30)
@@ -226,7 +226,7 @@ def test_serve_sighup_adds_shared_endpoint_and_master_db(tmp_path: Path, central
                     fh.write(chunks[k])
             time.sleep(0.7)
         finished = True
-        wait_until(lambda: (a_live / "monitord.done").exists() and (b / "monitord.done").exists(), 40,
+        wait_until(lambda: (a_live / "monitord.done").exists() and (b / "monitord.done").exists(), 240,
                    "both workflows to finish")
     except AssertionError:
         finished = False

@@ -50,6 +50,8 @@ class WorkflowSource(Source):
     """Bytes read per dagman.out per step: bounds the work (and batch) of one step."""
     poll_max = POLL_MAX
     """Longest wait between two looks at idle logs (following)."""
+    wait_at_eof = False
+    """Following: after a step that reached the end of every log, wait (`idle`) before the next step."""
 
     def __init__(self, path: str | Path, *, follow: bool = False, recursive: bool = True,
                  timezone: str | None = None, keep_alive: bool = False, write_jobstate: bool = True,
@@ -159,13 +161,17 @@ class WorkflowSource(Source):
                 else:
                     step = await self.runner.step(final)
                 if step.events or step.warnings:
-                    if not self._stopped:
+                    # caught up with a live log: wait for it to grow (serve is woken by inotify) rather than
+                    # step again at once
+                    caught_up = self.follow and self.wait_at_eof and step.at_eof and step.position is not None
+                    if not self._stopped and not caught_up:
                         ahead = asyncio.create_task(self.runner.step(final))
                     delay = POLL_MIN
                     unsaved = step.position is None
                     for part in _slices(_batch(step)):
                         yield part
-                    continue
+                    if not caught_up:
+                        continue
                 if unsaved and step.position is not None:  # nothing new, but the state after the last batch
                     unsaved = False
                     yield _batch(step)

@@ -18,22 +18,30 @@ from .discovery import Found
 
 log = logging.getLogger("streamer.serve")
 
+IDLE_MAX = 5.0
+"""Seconds between looks at a workflow's logs when inotify wakes it on every write (a safety net)."""
 RETRY_MAX = 60.0
 """Longest wait before a workflow whose pipeline failed (an endpoint down for good) is tried again."""
 
 
 class ServeSource(WorkflowSource):
-    """A followed workflow that sleeps until its dagman.out is written (or `poll_max` passes)."""
+    """A followed workflow that sleeps until its dagman.out is written.
 
-    def __init__(self, path: str, **options: Any) -> None:
+    `wakeable` (its directory is watched with inotify): up to `IDLE_MAX` seconds between looks, a
+    safety net only; else the monitor's own polling (up to 1 s)."""
+
+    wait_at_eof = True
+
+    def __init__(self, path: str, *, wakeable: bool = False, **options: Any) -> None:
         super().__init__(path, **options)
         self.wake = asyncio.Event()
+        self.wakeable = wakeable
         self.events_in = 0
 
     async def idle(self, delay: float) -> None:
         if not self.wake.is_set():
             try:
-                await asyncio.wait_for(self.wake.wait(), delay)
+                await asyncio.wait_for(self.wake.wait(), IDLE_MAX if self.wakeable else delay)
             except TimeoutError:
                 pass
         self.wake.clear()
@@ -49,6 +57,8 @@ class Followed:
     """A workflow being followed: its task and the source of its current run."""
 
     found: Found
+    wakeable: bool = False
+    """Its directory is under a root watched with inotify (writes wake it)."""
     task: asyncio.Task[None] | None = None
     source: ServeSource | None = None
     leaving: bool = False
@@ -69,7 +79,7 @@ async def follow(wf: Followed, config: ServeConfig, shared: list[Any], on_start:
     delay = 1.0
     while not wf.leaving:
         source = ServeSource(found.submit_dir, follow=True, recursive=config.recursive, timezone=config.timezone,
-                             write_jobstate=config.jobstate, parser=config.parser)
+                             write_jobstate=config.jobstate, parser=config.parser, wakeable=wf.wakeable)
         wf.source = source
         specs = config.workflow_specs(found.submit_dir, found.dag, found.wf_uuid, source.default_db_url())
         started = time.time()

@@ -145,7 +145,11 @@ class Supervisor:
         found = classify(directory)
         if found is None or found.submit_dir in self.followed:
             return
-        wf = Followed(found)
+        watcher = self.watcher
+        wakeable = bool(watcher is not None and watcher.inotify and any(
+            found.submit_dir == str(root) or found.submit_dir.startswith(str(root).rstrip("/") + "/")
+            for root in self.config.roots))
+        wf = Followed(found, wakeable=wakeable)
         self.followed[found.submit_dir] = wf
         wf.task = self._spawn(self._follow(wf), f"follow {found.submit_dir}")
         self._registry_dirty.set()
