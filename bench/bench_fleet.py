@@ -166,13 +166,16 @@ async def play(dirs: list[Path], chunks: list[list[str]], targets: list[list[int
 def reap(pid: int) -> tuple[float, int]:
     """CPU seconds and peak RSS (bytes) of a finished child."""
     _, status, usage = os.wait4(pid, 0)
+    if os.environ.get("BENCH_FLEET_DEBUG"):
+        print(f"  pid {pid}: user {usage.ru_utime:.2f} s, system {usage.ru_stime:.2f} s")
     return usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024
 
 
 async def run_streamer(base: Path, dirs: list[Path], chunks: list[list[str]], expect: list, interval: float) -> dict:
     env = {**os.environ, "TZ": "UTC", "STREAMER_STATE_DIR": str(base / "streamer-state")}
     root = dirs[0].parent
-    proc = subprocess.Popen([sys.executable, "-m", "streamer", "serve", "--watch", str(root), "--timezone", "UTC",
+    profile = ["-m", "cProfile", "-o", os.environ["BENCH_FLEET_PROFILE"]] if os.environ.get("BENCH_FLEET_PROFILE") else []
+    proc = subprocess.Popen([sys.executable, *profile, "-m", "streamer", "serve", "--watch", str(root), "--timezone", "UTC",
                              "-q", "--workflow-dest", "sqlite", "--workflow-dest", "file://{submit_dir}/events.jsonl"],
                             env=env, stderr=open(base / "serve.err", "wb"))
     registry = base / "streamer-state" / "serve" / "workflows.json"
