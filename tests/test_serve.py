@@ -111,6 +111,26 @@ def central_db(postgres_dsn: str):
         asyncio.run(admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
 
 
+def wait_serving(state_dir: Path, timeout: float = 120) -> None:
+    """Until a serve holds the state dir's lock (taken once its signal handlers are in place)."""
+    import fcntl
+
+    def held() -> bool:
+        try:
+            fd = os.open(state_dir / "serve" / "serve.lock", os.O_RDWR)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+        return False
+
+    wait_until(held, timeout, "serve to start")
+
+
 def wait_until(predicate, timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
@@ -166,6 +186,8 @@ def test_serve_twenty_live_workflows_sigkill_twice(tmp_path: Path) -> None:
         wait_until(lambda: not json.loads((tmp_path / "state" / "serve" / "workflows.json").read_text())["followed"],
                    60, f"the registry to empty ({registry})")
     finally:
+        if proc.poll() is None:
+            wait_serving(tmp_path / "state")  # a SIGTERM during start-up would find no handler yet
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err

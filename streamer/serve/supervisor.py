@@ -55,7 +55,6 @@ class Supervisor:
 
     # ------------------------------------------------------------ lifecycle
     async def run(self) -> int:
-        self._lock()
         loop = asyncio.get_running_loop()
         # Parsing steps, checkpoint fsyncs and file writes of every workflow share the default executor:
         # size it for many workflows, so a slow fsync of one never queues another's parsing.
@@ -72,6 +71,7 @@ class Supervisor:
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, on_signal, signum)
         loop.add_signal_handler(signal.SIGHUP, lambda: self._spawn(self.reload(), "reload"))
+        self._lock()  # after the handlers: whoever sees the lock held may signal this process
         try:
             await self._open_shared()
             self._start_discovery()
