@@ -75,13 +75,30 @@ class TreeWatcher:
             log.warning("%s: cannot watch (%s)", directory, exc)
 
     def _walk(self, top: str) -> None:
-        """Watch `top` and the directories below it that can hold a live run; report candidates."""
-        for directory, subdirs, files in os.walk(top, followlinks=False):
+        """Watch `top` and the directories below it that can hold a live run; report candidates.
+
+        Each directory is watched *before* it is listed (os.walk lists first), so an entry created or
+        moved in meanwhile is either in the listing or reported by inotify: never missed."""
+        stack = [top]
+        while stack:
+            directory = stack.pop()
             if finished_dir(directory):
-                subdirs[:] = []
                 continue
-            self._watch(directory)  # first the watch, then the listing: nothing created between is missed
-            if any(is_candidate_name(f) for f in files):
+            self._watch(directory)
+            try:
+                entries = list(os.scandir(directory))
+            except OSError:  # gone, or not readable
+                continue
+            candidate = False
+            for entry in entries:
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+                    elif is_candidate_name(entry.name):
+                        candidate = True
+                except OSError:
+                    continue
+            if candidate:
                 self.on_candidate(directory)
 
     def forget(self, submit_dir: str) -> None:
