@@ -208,7 +208,10 @@ def test_discovery_skips_subworkflows_and_finished_runs(tmp_path: Path) -> None:
     sub = next(p for p in (submit / "00" / "00").iterdir() if p.is_dir() and p.name.endswith(".000"))
     assert (sub / "braindump.yml").exists()
     assert classify(str(sub)) is None  # followed through its parent
-    (submit / "monitord.done").write_text("")
+    (submit / "streamer.state.json").write_text('{"version": 1, "complete": true, "workflows": []}')
+    assert classify(str(submit)) is None  # followed to the end by a serve killed before it marked it done
+    assert (submit / "monitord.done").exists()  # marked now
+    (submit / "streamer.state.json").unlink()
     assert classify(str(submit)) is None  # history
 
 

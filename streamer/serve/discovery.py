@@ -47,7 +47,10 @@ def classify(directory: str) -> Found | None:
     if not dag:
         return None
     dagman_out = os.path.join(directory, f"{dag}.dagman.out")
-    if not os.path.exists(dagman_out) or finished_dir(directory) or complete_state(directory):
+    if not os.path.exists(dagman_out) or finished_dir(directory):
+        return None
+    if complete_state(directory):  # followed to the end by a serve killed before it wrote monitord.done
+        _mark_done(directory)
         return None
     base = dag[:-4] if dag.endswith(".dag") else dag
     return Found(os.path.realpath(directory), dagman_out, base, wf_uuid)
@@ -60,6 +63,16 @@ def complete_state(directory: str) -> bool:
             return bool(json.loads(handle.read()).get("complete"))
     except (OSError, ValueError, AttributeError):
         return False
+
+
+def _mark_done(directory: str) -> None:
+    from ..monitor import markers
+
+    try:
+        moment = os.path.getmtime(os.path.join(directory, STATE_FILE))
+        markers.write_done(Path(directory), moment, moment)
+    except OSError as exc:
+        log.warning("%s: cannot write monitord.done: %s", directory, exc)
 
 
 class MasterDBPoller:
