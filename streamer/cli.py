@@ -195,6 +195,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_status_command(commands, HelpFormatter, _common)
 
+    from .serve.command import add_serve_command
+
+    add_serve_command(commands, HelpFormatter, _common, _endpoint_options)
+
     # drop-in for pegasus-monitord (streamer/monitord/): parsed by its own module, see `streamer monitord -h`
     commands.add_parser("monitord", add_help=False, help="run as pegasus-monitord (same options, properties, files)")
     commands.add_parser("install-monitord", add_help=False,
@@ -472,6 +476,10 @@ async def dispatch(args: argparse.Namespace) -> int:
         return await cmd_monitor(args, follow=args.command == "follow")
     if args.command == "demo":
         return await cmd_demo(args)
+    if args.command == "serve":
+        from .serve.command import run_serve_command
+
+        return await run_serve_command(args, collect_endpoints)
     if args.command == "status":
         from .status.command import run_status
 

@@ -17,6 +17,8 @@ the file holds every event once.
 
 from __future__ import annotations
 
+import asyncio
+
 import logging
 import os
 from pathlib import Path
@@ -203,8 +205,8 @@ class FileEndpoint(Endpoint):
     async def flush(self) -> None:
         if self._file is not None and self.fsync and self._dirty:
             await self._file.flush()
-            os.fsync(self._file.fileno())
-            self._dirty = False
+            await asyncio.to_thread(os.fsync, self._file.fileno())  # off the loop: with many sources
+            self._dirty = False                                      # (serve) a slow disk stalls none
 
     async def close(self) -> None:
         if self._file is not None:

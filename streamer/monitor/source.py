@@ -52,6 +52,8 @@ class WorkflowSource(Source):
     """Bytes read per dagman.out per step: bounds the work (and batch) of one step."""
     poll_max = POLL_MAX
     """Longest wait between two looks at idle logs (following)."""
+    wait_at_eof = False
+    """Following: after a step that reached the end of every log, wait (`idle`) before the next step."""
 
     def __init__(self, path: str | Path, *, follow: bool = False, recursive: bool = True,
                  timezone: str | None = None, keep_alive: bool = False, write_jobstate: bool = True,
@@ -74,6 +76,7 @@ class WorkflowSource(Source):
         self.parser = parser
         self.snapshot_interval = snapshot_interval
         self._stopped = False
+        self._detached = False
         self.runner: ThreadRunner | ProcessRunner | None = None
         self.resumed = False
         self._loaded: dict[str, Any] | None | bool = False  # False: not read yet
@@ -186,13 +189,17 @@ class WorkflowSource(Source):
                 else:
                     step = await self.runner.step(final)
                 if step.events or step.warnings:
-                    if not self._stopped:
+                    # caught up with a live log: wait for it to grow (serve is woken by inotify) rather than
+                    # step again at once
+                    caught_up = self.follow and self.wait_at_eof and step.at_eof and step.position is not None
+                    if not self._stopped and not caught_up:
                         ahead = asyncio.create_task(self.runner.step(final))
                     delay = POLL_MIN
                     unsaved = step.position is None
                     for part in _slices(_batch(step)):
                         yield part
-                    continue
+                    if not caught_up:
+                        continue
                 if unsaved and step.position is not None:  # nothing new, but the state after the last batch
                     unsaved = False
                     yield _batch(step)
@@ -202,15 +209,27 @@ class WorkflowSource(Source):
                     continue
                 if step.finished and not self.keep_alive:
                     break
-                await asyncio.sleep(delay)
+                await self.idle(delay)
                 delay = min(delay * 2, self.poll_max)
         finally:
             if ahead is not None:  # the consumer stopped early: let the step in flight end cleanly
                 await asyncio.gather(ahead, return_exceptions=True)
+        if self._detached:  # let go without finishing: the state stays resumable (`streamer serve`)
+            return
         for part in _slices(_batch(await self.runner.finish())):
             yield part
 
+    async def idle(self, delay: float) -> None:
+        """Wait before looking at idle logs again (`streamer serve` wakes it on inotify instead)."""
+        await asyncio.sleep(delay)
+
     def stop(self) -> None:
+        self._stopped = True
+
+    def detach(self) -> None:
+        """Stop after the step in flight without finishing (no MONITORD_FINISHED, state not complete):
+        a later source on the same directory resumes as after a crash, with nothing lost or repeated."""
+        self._detached = True
         self._stopped = True
 
     async def close(self) -> None:
