@@ -108,6 +108,9 @@ class Metrics:
         self.checks: dict[int, Callable[[], str | None]] = {}
         """Health of the sources (a collector's broker), by bus."""
         self.latency = Latency()
+        self.retired: dict[str, list[int]] = {}
+        """Endpoint name -> [delivered, errors, reconnects] of the buses detached (`streamer serve`'s ended runs)."""
+        self.retired_in: dict[str, int] = {}
         self.workflows: Callable[[], int] = lambda: 0
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)  # `collect` below
@@ -121,6 +124,15 @@ class Metrics:
             self.checks[id(bus)] = health
 
     def detach(self, bus: Any) -> None:
+        """Stop watching `bus` (its run ended); what it counted stays in the counters."""
+        for b, source in self.buses:
+            if b is bus:
+                self.retired_in[source] = self.retired_in.get(source, 0) + bus.published_events
+                for route in bus.routes:
+                    done = self.retired.setdefault(route.name, [0, 0, 0])
+                    done[0] += route.stats.delivered
+                    done[1] += _errors(route)
+                    done[2] += _reconnects(route.endpoint)
         self.buses = [(b, s) for b, s in self.buses if b is not bus]
         self.checks.pop(id(bus), None)
 
@@ -140,7 +152,7 @@ class Metrics:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
         events_in = CounterMetricFamily("streamer_events_in", "Events the sources handed to the bus", labels=["source"])
-        per_source: dict[str, int] = {}
+        per_source: dict[str, int] = dict(self.retired_in)
         for bus, source in self.buses:
             per_source[source] = per_source.get(source, 0) + bus.published_events
         for source, count in per_source.items():
@@ -157,15 +169,21 @@ class Metrics:
                                          labels=["endpoint"])
         lag = GaugeMetricFamily("streamer_endpoint_lag_seconds", "Age of the oldest event the endpoint has not "
                                 "acknowledged", labels=["endpoint"])
+        # one sample per endpoint name: a shared endpoint has a route in every followed workflow's bus
+        per: dict[str, list[float]] = {name: [done[0], 0, 0, done[1], done[2], 0.0]
+                                       for name, done in self.retired.items()}
         for bus, route in self.routes():
-            name = [route.name]
             parked = route.overflow
-            out.add_metric(name, route.stats.delivered)
-            buffer.add_metric(name, route.buffered + (parked.events if parked is not None else 0))
-            overflow.add_metric(name, parked.size if parked is not None else 0)
-            errors.add_metric(name, _errors(route))
-            reconnects.add_metric(name, _reconnects(route.endpoint))
-            lag.add_metric(name, bus.lag(route))
+            row = per.setdefault(route.name, [0, 0, 0, 0, 0, 0.0])
+            row[0] += route.stats.delivered
+            row[1] += route.buffered + (parked.events if parked is not None else 0)
+            row[2] += parked.size if parked is not None else 0
+            row[3] += _errors(route)
+            row[4] += _reconnects(route.endpoint)
+            row[5] = max(row[5], bus.lag(route))
+        for name, row in per.items():
+            for family, value in zip((out, buffer, overflow, errors, reconnects, lag), row):
+                family.add_metric([name], value)
         yield from (out, buffer, overflow, errors, reconnects, lag)
         active = GaugeMetricFamily("streamer_workflows_active", "Workflows followed now")
         active.add_metric([], self.workflows())

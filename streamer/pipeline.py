@@ -89,7 +89,8 @@ async def run_pipeline(source: Source, specs: list[EndpointSpec], *, on_error: s
                        endpoints: list[Endpoint] | None = None,
                        extra: list[tuple[Endpoint, EndpointSpec]] | None = None,
                        signals: bool = True, metrics: str | None = None, meter: Any = None,
-                       watch: Callable[[Batch], None] | None = None, live: bool | None = None) -> RunResult:
+                       watch: Callable[[Batch], None] | None = None, live: bool | None = None,
+                       exporter: Any = None) -> RunResult:
     """Run `source` into the endpoints of `specs` until it ends or a signal stops it.
 
     `live`: the source runs until stopped (a tail), so a signal ending it is a normal end (exit 0);
@@ -97,7 +98,8 @@ async def run_pipeline(source: Source, specs: list[EndpointSpec], *, on_error: s
 
     `extra`: endpoints built by the caller (with their specs) added to those of
     `specs`; `signals=False`: the caller handles SIGINT/SIGTERM itself;
-    `metrics`: HOST:PORT to serve Prometheus metrics and /healthz on while it runs; `meter`:
+    `metrics`: HOST:PORT to serve Prometheus metrics and /healthz on while it runs (or `exporter`: a
+    running `metrics.Metrics` of the caller's, e.g. `streamer serve`'s, the bus attached to it meanwhile); `meter`:
     the progress display (default: `Progress`); `watch`: called with every batch.
     """
     err = stderr or sys.stderr
@@ -113,6 +115,11 @@ async def run_pipeline(source: Source, specs: list[EndpointSpec], *, on_error: s
             route.endpoint.resume(saved[key])
     bus = Bus(routes, on_error=on_error, commit=source.commit)
     source.held_downstream = bus.holding  # type: ignore[method-assign]
+    shared_exporter = exporter
+    if shared_exporter is not None:
+        from .metrics import source_label
+
+        shared_exporter.attach(bus, source=source_label(source), health=getattr(source, "health", None))
     exporter = await start_metrics(metrics, bus, source)
     show = err.isatty() if progress is None else progress
     meter = meter if meter is not None else Progress(err, show)
@@ -160,6 +167,8 @@ async def run_pipeline(source: Source, specs: list[EndpointSpec], *, on_error: s
         await source.close()
         if exporter is not None:
             await exporter.stop()
+        if shared_exporter is not None:
+            shared_exporter.detach(bus)
     if bus.error is not None or any(failed for _, _, failed in bus.summary()):
         exit_code = 1  # --on-error isolate too: the others completed, but cron and systemd must see it
     if live is None:

@@ -349,3 +349,37 @@ async def test_a_dagman_out_write_wakes_the_workflow_that_owns_it(tmp_path: Path
     supervisor._lock()
     with pytest.raises(ConfigError, match="another streamer serve uses this state directory"):
         Supervisor(ServeConfig(roots=[tmp_path], state_dir=tmp_path / "state"))._lock()
+
+
+def test_serve_metrics_count_every_workflow(tmp_path: Path) -> None:
+    """`serve --metrics`: one exporter for all followed workflows: the active count while they run and
+    the events a shared endpoint got, equal to what it wrote."""
+    from test_metrics import get, samples
+
+    from ownservers import free_port
+
+    workflows = make_workflows(tmp_path, 2, set())
+    root = tmp_path / "gen"
+    port = free_port()
+    shared = f"file://{tmp_path}/all.jsonl"
+    env = {**os.environ, "TZ": "UTC", "STREAMER_STATE_DIR": str(tmp_path / "state")}
+    for live, _, chunks in workflows:  # DAGMan has started: the first piece of each log is there
+        next(live.glob("*.dag.dagman.out")).write_text(chunks[0])
+    proc = subprocess.Popen(serve_cmd(root, "--dest", shared, "--metrics", f"127.0.0.1:{port}", "-q"), env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_serving(tmp_path / "state")
+        wait_until(lambda: get(f"http://127.0.0.1:{port}/healthz")[0] == 200, 60, "the metrics server")
+        active = ("streamer_workflows_active", ())
+        wait_until(lambda: samples(port).get(active) == 2, 60, "two active workflows")
+        for live, _, chunks in workflows:
+            with next(live.glob("*.dag.dagman.out")).open("a") as handle:
+                handle.write("".join(chunks[1:]))
+        wait_until(lambda: samples(port).get(active) == 0, 120, "both workflows let go")
+        out = ("streamer_events_out_total", (("endpoint", shared),))
+        written = len((tmp_path / "all.jsonl").read_text().splitlines())
+        assert written > 0 and samples(port).get(out) == written
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err

@@ -26,7 +26,7 @@ from typing import Any
 from ..config import ConfigError, EndpointSpec, Settings, load_toml, normalise_url
 
 SQLITE_DEFAULT = "sqlite"
-KNOWN_KEYS = {"watch", "master_db", "master_poll", "workflow_dest", "jobstate", "state_dir", "timezone",
+KNOWN_KEYS = {"watch", "metrics", "master_db", "master_poll", "workflow_dest", "jobstate", "state_dir", "timezone",
               "parser", "recursive"}
 
 
@@ -45,6 +45,8 @@ class ServeConfig:
     timezone: str | None = None
     parser: str = "thread"
     on_error: str = "stop"
+    metrics: str | None = None
+    """HOST:PORT of the Prometheus exporter (`--metrics`; read at start, not on SIGHUP)."""
     source: str | None = None
     """The config file read (None: command line only)."""
 
@@ -104,6 +106,7 @@ def load_serve_config(args: Any, collect_endpoints: Any) -> ServeConfig:
     state_dir = getattr(args, "state_dir", None) or table.get("state_dir")
     config.state_dir = Path(state_dir).expanduser().resolve() if state_dir else None
     config.timezone = getattr(args, "timezone", None) or table.get("timezone")
+    config.metrics = getattr(args, "metrics", None) or table.get("metrics")
     config.parser = getattr(args, "parser", None) or table.get("parser", "thread")
     if config.parser not in ("thread", "process", "auto"):
         raise ConfigError(f"{where}: parser must be thread, process or auto, not {config.parser!r}")

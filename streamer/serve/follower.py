@@ -73,7 +73,8 @@ class Followed:
             self.source.wake.set()
 
 
-async def follow(wf: Followed, config: ServeConfig, shared: list[Any], on_start: Any, on_end: Any) -> bool:
+async def follow(wf: Followed, config: ServeConfig, shared: list[Any], on_start: Any, on_end: Any,
+                 exporter: Any = None) -> bool:
     """Follow `wf` until DAGMan exits (True) or it is detached (False); retry after endpoint failures."""
     found = wf.found
     delay = 1.0
@@ -88,7 +89,8 @@ async def follow(wf: Followed, config: ServeConfig, shared: list[Any], on_start:
         on_start(found.submit_dir, source)
         try:
             result = await run_pipeline(source, specs, on_error=config.on_error, defaults={"replay": False},
-                                        progress=False, extra=[s.proxy() for s in shared], signals=False)
+                                        progress=False, extra=[s.proxy() for s in shared], signals=False,
+                                        exporter=exporter)
             code = result.exit_code
         except Exception as exc:  # a bad URL in a template, an endpoint that cannot be created, ...
             log.error("%s: %s", found.submit_dir, exc)

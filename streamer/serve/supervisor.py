@@ -47,6 +47,8 @@ class Supervisor:
         self.state_dir = config.default_state_dir()
         self.followed: dict[str, Followed] = {}
         self.shared: list[SharedEndpoint] = []
+        self.exporter: Any = None
+        """`--metrics`: the Prometheus exporter every followed workflow's bus is attached to."""
         self.watcher: TreeWatcher | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._stop = asyncio.Event()
@@ -73,6 +75,11 @@ class Supervisor:
         loop.add_signal_handler(signal.SIGHUP, lambda: self._spawn(self.reload(), "reload"))
         self._lock()  # after the handlers: whoever sees the lock held may signal this process
         try:
+            if self.config.metrics:  # one exporter for every workflow's bus (metrics.py)
+                from ..metrics import start_exporter
+
+                self.exporter = await start_exporter(self.config.metrics,
+                                                     workflows=lambda: len(self.state.active_workflows()))
             await self._open_shared()
             self._start_discovery()
             for path in self._read_registry():
@@ -86,6 +93,8 @@ class Supervisor:
             await self._detach_all()
             self._stop_discovery()
             await self._close_shared()
+            if self.exporter is not None:
+                await self.exporter.stop()
             for task in self._tasks:
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -170,7 +179,8 @@ class Supervisor:
             directory = parent
 
     async def _follow(self, wf: Followed) -> None:
-        finished = await follow(wf, self.config, self.shared, self.state.started, self.state.ended)
+        finished = await follow(wf, self.config, self.shared, self.state.started, self.state.ended,
+                                exporter=self.exporter)
         if finished:
             self.followed.pop(wf.found.submit_dir, None)
             self._registry_dirty.set()
