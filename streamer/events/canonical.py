@@ -20,10 +20,10 @@ integer when whole. J is compact JSON (no blanks):
   `\\u00xx` (lower-case hex); every other character as it is (no `\\u`
   escapes, `/` and U+007F bare);
 - integers: decimal digits, `-` when negative;
-- floats: the shortest text that reads back as the same double (Python's
-  `repr` digits); positional (`0.00001`, `123.5`) when the decimal exponent
-  is in [-5, 16) (hmm: see `_FLOAT_FORMS`), else `<mantissa>e<exponent>` with
-  no `+` and no leading zeros (`1e-7`, `1.5e16`); a whole float keeps `.0`;
+- floats: the shortest digits that read back as the same double (Python's
+  `repr` digits), positional when 1e-5 <= |x| < 1e16 (`0.00001`, `123.5`,
+  a whole float keeps `.0`), else `<digits>e<sign><exponent>` with `-` or
+  `+` and no leading zeros (`1e-6`, `1.5e+16`, `5e-324`);
   NaN and infinities as `null`;
 - `true`, `false`, `null`; lists as `[a,b]`; any other value as the string of `str(value)`.
 
