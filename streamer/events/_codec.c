@@ -6,8 +6,10 @@
  * Only public, stable C API is used; Events are built by calling their class
  * and read through their attributes; all state lives in the module object.
  *
- *   configure(event_type, plans, plan_for, blake2b) -> None
- *       the Event class, bp.py's plan cache and builder, hashlib's blake2b.
+ *   configure(event_type, plans, plan_for, blake2b, integer, number, timestamp, parse_ts) -> None
+ *       the Event class, bp.py's plan cache and builder, hashlib's blake2b,
+ *       and event.py's integer, number and timestamp converters (known by
+ *       identity: their common texts are read here) and cached ts parser.
  *   split_line(line) -> dict[str, str] | None
  *       a well-formed ASCII `key=value key="quoted \" value"` line.
  *   parse_event(line) -> Event | None
@@ -41,6 +43,7 @@
  * traverse and clear walk it as an array). */
 typedef struct {
     PyObject *event_type, *plans, *plan_for, *blake2b;
+    PyObject *as_integer, *as_number, *as_timestamp, *parse_ts; /* event.py's converters, by identity */
     PyObject *s_event, *s_ts, *s_level, *s_event_id, *s_name, *s_fields, *s_id, *s_bp, *s_json, *s_hexdigest;
     PyObject *digest_size, *digest_kw;
     PyObject *keys[KEY_SLOTS]; /* key text -> one shared str (see shared_key) */
@@ -205,16 +208,57 @@ static PyObject *split_line(PyObject *module, PyObject *line) {
 /* ----------------------------------------------------------- parse_event */
 
 static PyObject *configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 4 || !PyType_Check(args[0]) || !PyDict_CheckExact(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "configure(event_type: type, plans: dict, plan_for, blake2b)");
+    if (nargs != 8 || !PyType_Check(args[0]) || !PyDict_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "configure(event_type: type, plans: dict, plan_for, blake2b, "
+                                         "integer, number, timestamp, parse_ts)");
         return NULL;
     }
     State *st = state_of(module);
-    Py_XSETREF(st->event_type, Py_NewRef(args[0]));
-    Py_XSETREF(st->plans, Py_NewRef(args[1]));
-    Py_XSETREF(st->plan_for, Py_NewRef(args[2]));
-    Py_XSETREF(st->blake2b, Py_NewRef(args[3]));
+    PyObject **targets[] = {&st->event_type, &st->plans, &st->plan_for, &st->blake2b,
+                            &st->as_integer, &st->as_number, &st->as_timestamp, &st->parse_ts};
+    for (Py_ssize_t i = 0; i < nargs; i++) Py_XSETREF(*targets[i], Py_NewRef(args[i]));
     Py_RETURN_NONE;
+}
+
+/* `[+-]?[0-9]{1,18}`: an int (what event._integer gives); NULL with no error set when the text is not that */
+static PyObject *decimal_int(const char *s, Py_ssize_t size) {
+    Py_ssize_t i = (size && (s[0] == '-' || s[0] == '+')) ? 1 : 0;
+    if (size - i < 1 || size - i > 18) return NULL;
+    long long value = 0;
+    for (Py_ssize_t j = i; j < size; j++) {
+        if (s[j] < '0' || s[j] > '9') return NULL;
+        value = value * 10 + (s[j] - '0');
+    }
+    return PyLong_FromLongLong(s[0] == '-' ? -value : value);
+}
+
+/* `[+-]?[0-9]+\.[0-9]+`: a finite float (event._num_or_ts gives float() of that text); NULL, no error, otherwise */
+static PyObject *decimal_float(PyObject *text, const char *s, Py_ssize_t size) {
+    Py_ssize_t i = (size && (s[0] == '-' || s[0] == '+')) ? 1 : 0, dots = 0, digits = 0;
+    for (; i < size; i++) {
+        if (s[i] == '.') dots++;
+        else if (s[i] >= '0' && s[i] <= '9') digits++;
+        else return NULL;
+    }
+    if (dots != 1 || digits == 0 || digits > 30) return NULL;
+    PyObject *value = PyFloat_FromString(text);
+    if (value == NULL) PyErr_Clear();
+    return value;
+}
+
+/* the typed value of the ASCII str `text` by `convert` (new reference), or NULL with its error. The
+ * common texts of event.py's integer and number converters are read here, a timestamp goes straight
+ * to its cached parser; everything else is the converter's to decide. */
+static PyObject *convert_text(State *st, PyObject *convert, PyObject *text) {
+    const char *s = (const char *)PyUnicode_1BYTE_DATA(text);
+    Py_ssize_t size = PyUnicode_GET_LENGTH(text);
+    if (convert == st->as_timestamp && st->parse_ts != NULL) return PyObject_CallOneArg(st->parse_ts, text);
+    if (convert == st->as_integer || convert == st->as_number) {
+        PyObject *value = decimal_int(s, size);
+        if (value != NULL || PyErr_Occurred()) return value;
+        if (convert == st->as_number && (value = decimal_float(text, s, size)) != NULL) return value;
+    }
+    return PyObject_CallOneArg(convert, text);
 }
 
 /* the plan of event `name` as written (borrowed), building it once; NULL on an error */
@@ -243,7 +287,7 @@ static int is_none_text(PyObject *value) {
 }
 
 /* types `pairs` in place by the plan's converters (event.py's own); 1 done, 0 declined, -1 error */
-static int type_fields(PyObject *pairs, PyObject *converters) {
+static int type_fields(State *st, PyObject *pairs, PyObject *converters) {
     PyObject *key, *value;
     Py_ssize_t pos = 0;
     while (PyDict_Next(pairs, &pos, &key, &value)) {
@@ -256,7 +300,7 @@ static int type_fields(PyObject *pairs, PyObject *converters) {
                 if (PyErr_Occurred()) return -1;
                 continue; /* a text field */
             }
-            typed = PyObject_CallOneArg(convert, value);
+            typed = convert_text(st, convert, value); /* the line is ASCII: so is every value */
             if (typed == NULL) {
                 if (!PyErr_ExceptionMatches(PyExc_ValueError)) return -1;
                 PyErr_Clear(); /* bp.py raises the error, naming the field */
@@ -304,7 +348,7 @@ static PyObject *parse_event(PyObject *module, PyObject *line) {
             if (renamed) { if (renamed < 0) goto fail; goto decline; }
         }
     }
-    int typed = type_fields(pairs, PyTuple_GET_ITEM(plan, 1));
+    int typed = type_fields(st, pairs, PyTuple_GET_ITEM(plan, 1));
     if (typed <= 0) { if (typed < 0) goto fail; goto decline; }
     /* an `event.id=None` is no id (the text None is None) */
     PyObject *event_id = taken.event_id != NULL && !is_none_text(taken.event_id) ? taken.event_id : Py_None;
@@ -653,62 +697,6 @@ static PyObject *join_lines(PyObject *module, PyObject *events) {
 
 /* ------------------------------------------------------- whole batches */
 
-/* event.content_id of an event: 1 its `_id` holds it, 0 declined, -1 error */
-static int ensure_id(State *st, PyObject *event) {
-    PyObject *id = PyObject_GetAttr(event, st->s_id);
-    if (id == NULL) return -1;
-    if (id != Py_None) {
-        int done = PyUnicode_CheckExact(id);
-        Py_DECREF(id);
-        return done;
-    }
-    Py_DECREF(id);
-    PyObject *name = PyObject_GetAttr(event, st->s_name), *fields = NULL, *data = NULL;
-    int done = -1;
-    if (name == NULL || (fields = PyObject_GetAttr(event, st->s_fields)) == NULL) goto out;
-    done = 0;
-    if (!PyUnicode_CheckExact(name) || !PyDict_CheckExact(fields)) goto out;
-    data = canonical_bytes(name, fields);
-    if (data == NULL) { done = -1; goto out; }
-    if (data == Py_None) goto out;
-    PyObject *call[2] = {data, st->digest_size};
-    PyObject *hash = PyObject_Vectorcall(st->blake2b, call, 1, st->digest_kw); /* blake2b(data, digest_size=16) */
-    done = -1;
-    if (hash == NULL) goto out;
-    id = PyObject_CallMethodNoArgs(hash, st->s_hexdigest);
-    Py_DECREF(hash);
-    if (id == NULL) goto out;
-    done = PyObject_SetAttr(event, st->s_id, id) < 0 ? -1 : 1;
-    Py_DECREF(id);
-out:
-    Py_XDECREF(name);
-    Py_XDECREF(fields);
-    Py_XDECREF(data);
-    return done;
-}
-
-static int ready_for(State *st, PyObject *events) {
-    if (!PyList_CheckExact(events)) {
-        PyErr_SetString(PyExc_TypeError, "events must be a list");
-        return -1;
-    }
-    return st->event_type != NULL && st->blake2b != NULL;
-}
-
-static PyObject *ensure_ids(PyObject *module, PyObject *events) {
-    State *st = state_of(module);
-    int ready = ready_for(st, events);
-    if (ready < 0) return NULL;
-    Py_ssize_t left = 0;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(events); i++) {
-        PyObject *event = PyList_GET_ITEM(events, i);
-        int done = ready && Py_IS_TYPE(event, (PyTypeObject *)st->event_type) ? ensure_id(st, event) : 0;
-        if (done < 0) return NULL;
-        left += !done;
-    }
-    return PyLong_FromSsize_t(left);
-}
-
 /* the JSON names of the keys of `fields` (new reference), NULL with no error when they merge */
 static PyObject *json_names(PyObject *fields, PyObject *shapes, PyObject *renamed_keys) {
     PyObject *keys = PyTuple_New(PyDict_GET_SIZE(fields)), *key, *value;
@@ -728,32 +716,86 @@ static PyObject *json_names(PyObject *fields, PyObject *shapes, PyObject *rename
     return PyTuple_GET_ITEM(entry, 1) == Py_True ? Py_NewRef(PyTuple_GET_ITEM(entry, 0)) : NULL;
 }
 
+/* event.content_id(name, fields): a new str, Py_None (new reference) when declined, NULL on an error */
+static PyObject *content_id(State *st, PyObject *name, PyObject *fields) {
+    if (!PyUnicode_CheckExact(name) || !PyDict_CheckExact(fields)) Py_RETURN_NONE;
+    PyObject *data = canonical_bytes(name, fields);
+    if (data == NULL || data == Py_None) return data;
+    PyObject *call[2] = {data, st->digest_size};
+    PyObject *hash = PyObject_Vectorcall(st->blake2b, call, 1, st->digest_kw); /* blake2b(data, digest_size=16) */
+    Py_DECREF(data);
+    if (hash == NULL) return NULL;
+    PyObject *id = PyObject_CallMethodNoArgs(hash, st->s_hexdigest);
+    Py_DECREF(hash);
+    return id;
+}
+
+/* the stable id of `event` (new reference), computed and stored in its `_id` when missing;
+ * Py_None (new reference) when declined, NULL on an error */
+static PyObject *id_of(State *st, PyObject *event, PyObject *name, PyObject *fields) {
+    PyObject *id = PyObject_GetAttr(event, st->s_id);
+    if (id == NULL || id != Py_None) {
+        if (id != NULL && !PyUnicode_CheckExact(id)) Py_SETREF(id, Py_NewRef(Py_None));
+        return id;
+    }
+    Py_DECREF(id);
+    id = content_id(st, name, fields);
+    if (id != NULL && id != Py_None && PyObject_SetAttr(event, st->s_id, id) < 0) Py_CLEAR(id);
+    return id;
+}
+
+/* 1 `event` has its id (in `_id`), 0 declined, -1 error; with `json`, its `_json` too */
+static int ensure_id(State *st, PyObject *event, PyObject *shapes, PyObject *renamed_keys) {
+    PyObject *name = PyObject_GetAttr(event, st->s_name), *fields = NULL, *id = NULL, *names = NULL, *json = NULL;
+    int done = -1;
+    if (name == NULL || (fields = PyObject_GetAttr(event, st->s_fields)) == NULL) goto out;
+    if ((id = id_of(st, event, name, fields)) == NULL) goto out;
+    done = id != Py_None;
+    if (!done || shapes == NULL) goto out;
+    done = 0;
+    if (!PyUnicode_CheckExact(name) || !PyDict_CheckExact(fields)) goto out;
+    if ((names = json_names(fields, shapes, renamed_keys)) == NULL) { done = PyErr_Occurred() ? -1 : 0; goto out; }
+    json = json_object_of(fields, names, id, name);
+    if (json == NULL) { done = -1; goto out; }
+    if (json != Py_None) done = PyObject_SetAttr(event, st->s_json, json) < 0 ? -1 : 1;
+out:
+    Py_XDECREF(name);
+    Py_XDECREF(fields);
+    Py_XDECREF(id);
+    Py_XDECREF(names);
+    Py_XDECREF(json);
+    return done;
+}
+
+static int ready_for(State *st, PyObject *events) {
+    if (!PyList_CheckExact(events)) {
+        PyErr_SetString(PyExc_TypeError, "events must be a list");
+        return -1;
+    }
+    return st->event_type != NULL && st->blake2b != NULL;
+}
+
+static PyObject *ensure_ids(PyObject *module, PyObject *events) {
+    State *st = state_of(module);
+    int ready = ready_for(st, events);
+    if (ready < 0) return NULL;
+    Py_ssize_t left = 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(events); i++) {
+        PyObject *event = PyList_GET_ITEM(events, i);
+        int done = ready && Py_IS_TYPE(event, (PyTypeObject *)st->event_type) ? ensure_id(st, event, NULL, NULL) : 0;
+        if (done < 0) return NULL;
+        left += !done;
+    }
+    return PyLong_FromSsize_t(left);
+}
+
 /* one event's `_json`: 1 set (or already there), 0 declined, -1 error */
 static int encode_one(State *st, PyObject *event, PyObject *shapes, PyObject *renamed_keys) {
     PyObject *cached = PyObject_GetAttr(event, st->s_json);
     if (cached == NULL) return -1;
     int there = cached != Py_None;
     Py_DECREF(cached);
-    if (there) return 1;
-    int has_id = ensure_id(st, event);
-    if (has_id <= 0) return has_id;
-    PyObject *fields = PyObject_GetAttr(event, st->s_fields), *id = NULL, *name = NULL, *names = NULL, *json = NULL;
-    int done = -1;
-    if (fields == NULL || (id = PyObject_GetAttr(event, st->s_id)) == NULL ||
-        (name = PyObject_GetAttr(event, st->s_name)) == NULL) goto out;
-    done = 0;
-    if (!PyDict_CheckExact(fields) || !PyUnicode_CheckExact(id) || !PyUnicode_CheckExact(name)) goto out;
-    if ((names = json_names(fields, shapes, renamed_keys)) == NULL) { done = PyErr_Occurred() ? -1 : 0; goto out; }
-    json = json_object_of(fields, names, id, name);
-    if (json == NULL) { done = -1; goto out; }
-    if (json != Py_None) done = PyObject_SetAttr(event, st->s_json, json) < 0 ? -1 : 1;
-out:
-    Py_XDECREF(fields);
-    Py_XDECREF(id);
-    Py_XDECREF(name);
-    Py_XDECREF(names);
-    Py_XDECREF(json);
-    return done;
+    return there ? 1 : ensure_id(st, event, shapes, renamed_keys);
 }
 
 static PyObject *encode_events(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
@@ -780,7 +822,7 @@ static PyObject *encode_events(PyObject *module, PyObject *const *args, Py_ssize
 
 static PyMethodDef methods[] = {
     {"configure", (PyCFunction)(void (*)(void))configure, METH_FASTCALL,
-     "configure(event_type, plans, plan_for, blake2b) -> None"},
+     "configure(event_type, plans, plan_for, blake2b, integer, number, timestamp, parse_ts) -> None"},
     {"split_line", (PyCFunction)split_line, METH_O,
      "split_line(line) -> dict of a well-formed ASCII BP line, or None"},
     {"parse_event", (PyCFunction)parse_event, METH_O,

@@ -16,7 +16,7 @@ import re
 from typing import Any, Callable
 
 from . import chimbuko, chimbuko_forms, legacy, native, schema
-from .event import ID_FIELD, Event, FieldError, converters_for, format_ts, verify_id
+from .event import FAST_CONVERTERS, ID_FIELD, Event, FieldError, converters_for, format_ts, verify_id
 from .registry import note_unknown
 
 # Quoted values use the unrolled-loop form, fast on long texts; the last
@@ -54,8 +54,8 @@ def _plan_for(name: str) -> Plan | None:
 
 
 _plans: dict[str, Plan | None] = {}
-if _fast is not None:  # the codec builds this Event class, with these plans and this hash
-    _fast.configure(Event, _plans, _plan_for, hashlib.blake2b)
+if _fast is not None:  # the codec builds this Event class, with these plans, this hash and converters
+    _fast.configure(Event, _plans, _plan_for, hashlib.blake2b, *FAST_CONVERTERS)
 _fast_parse = _fast.parse_event if _fast is not None else None
 
 COMPILED = _fast is not None

@@ -207,7 +207,7 @@ def _single_line_kind(line: str) -> str | None:
     return None
 
 
-# ---------------------------------------------------------------- pruning before YAML
+# ---------------------------------------------------------------- YAML records
 
 # What monitord reads from a YAML record, by indentation path (True: the whole subtree).
 _KEEP: dict[str, Any] = {
@@ -220,77 +220,6 @@ _KEEP: dict[str, Any] = {
                                   "cpu_count", "cpu_speed", "cpu_vendor", "cpu_model", "cpu_name")},
     "files": {"*": {k: True for k in ("size", "output", "user", "ctime", "sha256", "checksum_timing", "data")}},
 }
-
-
-def prune(record: str) -> str | None:
-    """Drop the lines of a YAML record that monitord never reads (most of it), or None if unsure.
-
-    Kickstart writes a regular YAML subset (2-space indents, one `key: value`
-    per line, `|` block scalars for file data); PyYAML's object construction
-    is the cost of parsing, so building only the needed nodes makes records
-    much cheaper. Anything unexpected (quoted keys, flow style) returns None
-    and the caller parses the full text.
-    """
-    out: list[str] = []
-    stack: list[tuple[int, Any]] = []  # (indent of key, keep-spec of its children)
-    block_indent = -1  # inside a block scalar whose key is at this indent
-    block_keep = False
-    for line in record.splitlines(keepends=True):
-        stripped = line.lstrip(" ")
-        indent = len(line) - len(stripped)
-        if block_indent >= 0:
-            if indent > block_indent or not stripped.strip():
-                if block_keep:
-                    out.append(line)
-                continue
-            block_indent = -1
-        if not stripped.strip():
-            continue
-        if stripped.startswith("- "):
-            if indent == 0 and stripped.startswith("- invocation:"):
-                stack = []
-                indent, stripped = 2, stripped[2:]
-            else:
-                if _parent_keep(stack, indent):
-                    out.append(line)
-                continue
-        first = stripped[0]
-        if first in "\"'":  # a quoted key (an LFN, an environment variable)
-            close = stripped.find(first, 1)
-            colon = close + 1
-            if close < 0 or "\\" in stripped[:close] or stripped[colon:colon + 1] != ":":
-                return None
-            key = stripped[1:close]
-        else:
-            colon = stripped.find(":")
-            if colon <= 0 or first in "{[#&*!|>%@`":
-                return None
-            key = stripped[:colon]
-        if stripped[colon + 1:colon + 2] not in (" ", "\n", "\r", ""):
-            return None
-        while stack and stack[-1][0] >= indent:
-            stack.pop()
-        parent = stack[-1][1] if stack else _KEEP
-        if parent is True:
-            spec: Any = True
-        elif isinstance(parent, dict):
-            spec = parent.get(key, parent.get("*"))
-        else:
-            spec = None
-        if spec is not None:
-            out.append(line)
-        stack.append((indent, spec))
-        value = stripped[colon + 1:].lstrip()
-        if value[:1] in ("|", ">"):
-            block_indent, block_keep = indent, spec is not None
-    return "".join(out)
-
-
-def _parent_keep(stack: list[tuple[int, Any]], indent: int) -> bool:
-    for key_indent, spec in reversed(stack):
-        if key_indent < indent:
-            return spec is True
-    return False
 
 
 def _yaml_scalar(text: str) -> Any:
@@ -315,13 +244,7 @@ def _load_invocation(chunk: str) -> Any:
     data = _load_subset(chunk, _KEEP)
     if data is not None:
         return data
-    pruned = prune(chunk)
-    if pruned is not None:
-        try:
-            return _pyyaml(pruned)
-        except yaml.YAMLError:
-            pass  # unusual layout: parse the whole record below
-    return _pyyaml(chunk)
+    return _pyyaml(chunk)  # outside the kickstart subset: PyYAML reads the whole record
 
 
 # ---------------------------------------------------------------- record parsers
