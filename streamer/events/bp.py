@@ -129,7 +129,7 @@ def _declined(line: Any) -> None:
 
 
 def _compiled_verified(line: Any) -> Event | None:
-    event = _fast_parse(line)  # type: ignore[misc]
+    event: Event | None = _fast_parse(line)  # type: ignore[misc]
     if event is not None and event._id is not None:  # an id the line gives must be the event's own
         try:
             verify_id(event, event._id)

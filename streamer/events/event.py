@@ -84,7 +84,8 @@ def _memoised(function: Callable[[Any], Any], size: int = 8192) -> Callable[[Any
 
 def format_ts(ts: float | int) -> str:
     """Epoch seconds -> `2023-03-04T06:23:33.000000Z`, monitord's BP form."""
-    return _format_ts_cached(ts)
+    text: str = _format_ts_cached(ts)
+    return text
 
 
 def _format_ts(ts: float | int) -> str:
@@ -119,12 +120,12 @@ def _number(text: Any) -> int | float:
     else:  # a number beyond 64 bits is kept as the float it is (JSON could not read it back)
         return value if INT_MIN <= value <= INT_MAX else _finite(float(value), text)
     try:
-        value = float(text)
+        number = float(text)
     except (TypeError, ValueError) as exc:
         raise FieldError(f"not a number: {text!r}") from exc
-    if math.isnan(value) or math.isinf(value):
+    if math.isnan(number) or math.isinf(number):
         raise FieldError(f"not a finite number: {text!r}")
-    return value
+    return number
 
 
 def _finite(value: float, text: Any) -> float:
@@ -152,7 +153,8 @@ def _integer(text: Any) -> int:
 
 def _timestamp(text: Any) -> int | float:
     if isinstance(text, str):
-        return _parse_ts_cached(text)
+        seconds: int | float = _parse_ts_cached(text)
+        return seconds
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         return check_ts(text)
     raise FieldError(f"not a timestamp: {text!r}")
@@ -184,7 +186,7 @@ def _listing(value: Any) -> list[Any]:
 
 def _level(value: Any) -> str:
     """The schema's level enumeration (monitord writes only these two)."""
-    if value in schema.LEVELS:
+    if isinstance(value, str) and value in schema.LEVELS:
         return value
     raise FieldError(f"not a level of the schema ({', '.join(schema.LEVELS)}): {str(value)[:40]!r}")
 

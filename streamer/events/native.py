@@ -19,7 +19,8 @@ class NativeCodec(Protocol):
     """What `_codec.c` offers (see its header comment for each function's contract)."""
 
     def configure(self, event_type: type, plans: dict[str, Any], plan_for: Callable[[str], Any],
-                  blake2b: Callable[..., Any], /) -> None: ...
+                  blake2b: Callable[..., Any], integer: Callable[[Any], Any], number: Callable[[Any], Any],
+                  timestamp: Callable[[Any], Any], parse_ts: Callable[[Any], Any], /) -> None: ...
 
     def split_line(self, line: str, /) -> dict[str, str] | None: ...
 
