@@ -1,19 +1,16 @@
-"""Builds the optional compiled fast paths; everything else is in pyproject.toml.
+"""Builds the optional compiled codec; everything else is in pyproject.toml.
 
-The extensions are optional: without a C compiler the install still succeeds and
+The extension is optional: without a C compiler the install still succeeds and
 streamer runs its pure-Python code (same results, slower).
 """
 
 from setuptools import Extension, setup
 
 COMPILED = {  # module -> its C source
-    "streamer.events._bpfast": "streamer/events/_bpfast.c",
-    "streamer.events._eventfast": "streamer/events/_eventfast.c",
-    "streamer.events._jsonfast": "streamer/events/_jsonfast.c",
-    "streamer.monitor._yamlfast": "streamer/monitor/_yamlfast.c",
+    "streamer.events._codec": "streamer/events/_codec.c",
 }
 
-HEADERS = ["streamer/events/_buffer.h", "streamer/events/_slots.h", "streamer/events/_typing.h"]  # shared by the C files (and in the sdist)
+HEADERS = ["streamer/events/_buffer.h"]  # included by the C file (and in the sdist)
 
 setup(
     ext_modules=[

@@ -30,7 +30,7 @@ flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-fr
 (cd "$work" && CFLAGS="$flags" LDFLAGS="-fsanitize=address,undefined" "$repo/$python" setup.py -q build_ext --inplace) \
   2>&1 | grep -v "^WARNING\|warnings.warn\|BetaConfiguration" || true
 built=$(find "$work/streamer" -name '*.so' | wc -l)
-[ "$built" -ge 4 ] || { echo "asan.sh: the sanitized extensions did not build ($built of 4)" >&2; exit 1; }
+[ "$built" -ge 1 ] || { echo "asan.sh: the sanitized codec did not build" >&2; exit 1; }
 export LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:detect_stack_use_after_return=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
@@ -39,8 +39,8 @@ for so in $(cd "$work" && find streamer -name '*.so'); do
   if [ -f "$so" ]; then mkdir -p "$work/orig/$(dirname "$so")" && cp "$so" "$work/orig/$so"; fi
   swap "$work/$so" "$so"
 done
-nm -D streamer/events/_bpfast*.so | grep -q __asan_ || { echo "asan.sh: the swapped-in build is not sanitized" >&2; exit 1; }
-"$python" -m pytest -q -p no:cacheprovider tests/test_bpfast.py tests/test_jsonfast.py tests/test_eventfast.py \
+nm -D streamer/events/_codec*.so | grep -q __asan_ || { echo "asan.sh: the swapped-in build is not sanitized" >&2; exit 1; }
+"$python" -m pytest -q -p no:cacheprovider tests/test_bpfast.py tests/test_jsonfast.py tests/test_ids.py \
   tests/test_yamlsub.py tests/test_codecs.py tests/test_fuzz.py tests/test_hostile_input.py -k "not postgres"
 "$python" bench/fuzz.py --minutes "$minutes" --engine hypothesis
 echo "asan.sh: no sanitizer report"

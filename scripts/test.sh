@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run the whole test suite on a fresh machine: installs what it needs into .venv,
 # starts local PostgreSQL / RabbitMQ / MariaDB if they are installed but stopped, runs pytest.
-# Extra arguments go to pytest (e.g. scripts/test.sh -k codecs).
+# Extra arguments go to pytest (e.g. scripts/test.sh -k codecs); with none, the modules that go
+# through the compiled codec run a second time in pure-Python mode.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -63,4 +64,10 @@ if ! command -v npm >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "
     || echo "test.sh: could not install npm" >&2
 fi
 
-exec .venv/bin/python -m pytest -q "$@"
+if [ $# -gt 0 ]; then exec .venv/bin/python -m pytest -q "$@"; fi
+.venv/bin/python -m pytest -q
+# The whole suite ran with the compiled codec; every module that goes through it (parse, encode, ids,
+# monitor, golden, fuzz, load: tests/pure_python_modules.txt, kept complete by tests/test_pure_python.py)
+# runs again without it, as on a machine with no C compiler (README, "Compiled codec").
+echo "test.sh: again in pure-Python mode (STREAMER_PURE_PYTHON=1): $(grep -vc '^#' tests/pure_python_modules.txt) modules"
+STREAMER_PURE_PYTHON=1 exec .venv/bin/python -m pytest -q -p no:cacheprovider $(grep -v '^#' tests/pure_python_modules.txt)

@@ -1,8 +1,8 @@
-"""The optional compiled fast paths (C extensions setup.py builds when a compiler is there).
+"""Whether the optional compiled codec is in use (the C extension setup.py builds when a compiler is there).
 
-Each one mirrors a pure-Python module that stays the definition of the
-behaviour and is tested against it. `STREAMER_PURE_PYTHON=1` turns them all
-off (same results, slower).
+It accelerates pure-Python modules that stay the definition of the behaviour
+and is tested against them (streamer/events/native.py chooses it once).
+`STREAMER_PURE_PYTHON=1` turns it off (same results, slower).
 """
 
 from __future__ import annotations

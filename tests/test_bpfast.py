@@ -15,7 +15,7 @@ from streamer.events import bp
 from fuzz_targets import python_parse
 from test_codecs import corpus_bp_files
 
-fast = pytest.importorskip("streamer.events._bpfast", reason="compiled fast paths not built (no C compiler)")
+fast = pytest.importorskip("streamer.events._codec", reason="compiled fast paths not built (no C compiler)")
 
 
 def python_split(line: str) -> dict[str, str] | None:
@@ -28,7 +28,7 @@ def python_split(line: str) -> dict[str, str] | None:
 def test_built_wherever_a_compiler_is_there() -> None:
     headers = Path(sysconfig.get_paths()["include"], "Python.h")
     if shutil.which("cc") and headers.exists():
-        assert bp.COMPILED, "a C compiler and Python.h are here, but streamer.events._bpfast is not in use"
+        assert bp.COMPILED, "a C compiler and Python.h are here, but streamer.events._codec is not in use"
 
 
 def test_every_corpus_line_splits_alike(shared: Path) -> None:

@@ -19,7 +19,7 @@ from streamer.events.event import _content_id_python as content_id_python
 
 from test_codecs import corpus_bp_files
 
-fast = pytest.importorskip("streamer.events._jsonfast", reason="compiled fast paths not built (no C compiler)")
+fast = pytest.importorskip("streamer.events._codec", reason="compiled fast paths not built (no C compiler)")
 
 
 def reference(event: Event) -> bytes:

@@ -288,29 +288,3 @@ def test_jobstate_lines_and_reader(tmp_path: Path) -> None:
     rotated = jobstate.JobstateWriter(path, rotate=True)
     rotated.close()
     assert path.read_text() == "" and (tmp_path / "jobstate.log.000").is_file()
-
-
-def test_pruned_yaml_gives_the_same_records(corpus: Path) -> None:
-    """Dropping unread lines before YAML must not change a single record field (all corpus records)."""
-    import yaml
-
-    checked = 0
-    for path in sorted((corpus / "pegasus").rglob("*.out.0*")):
-        for kind, chunk in kickstart.split_records(path.read_text(errors="replace")):
-            if kind != "invocation":
-                continue
-            pruned = kickstart.prune(chunk)
-            assert pruned is not None, path
-            assert len(pruned) < len(chunk)
-            full = kickstart.from_yaml(yaml.load(chunk, Loader=kickstart._Loader)[0])
-            assert kickstart.from_yaml(yaml.load(pruned, Loader=kickstart._Loader)[0]) == full, path
-            checked += 1
-    assert checked >= 30
-
-
-def test_prune_gives_up_on_unusual_layout() -> None:
-    assert kickstart.prune("- invocation: True\n  mainjob: {start: x}\n  {flow: 1}: 2\n") is None
-    assert kickstart.prune('- invocation: True\n  "esc\\"aped": 1\n') is None
-    # flow style in a value is kept whole and read by PyYAML
-    (record,) = kickstart.parse('- invocation: True\n  transformation: "t"\n  mainjob: {duration: 1.5}\n')
-    assert (record["transformation"], record["duration"]) == ("t", 1.5)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -46,3 +47,46 @@ def test_replay_emits_the_same_events_pure_or_compiled(tmp_path: Path) -> None:
     pure, compiled = (_events_without_wall_clock(tmp_path / f"{m}.bp") for m in ("pure", "compiled"))
     assert len(pure) > 500
     assert pure == compiled
+
+
+# ---------------------------------------------------------------- the pure-Python run of CI
+
+PURE_LIST = Path(__file__).parent / "pure_python_modules.txt"
+
+NOT_IN_PURE_RUN = {  # module -> why scripts/test.sh does not run it a second time in pure mode
+    "test_bpfast.py": "tests the compiled codec itself against the Python path (both run in it)",
+    "test_jsonfast.py": "tests the compiled codec itself against the Python path (both run in it)",
+    "test_pure_python.py": "runs streamer in both modes itself",
+    "test_amqp.py": "server round trips: the codec paths are those of test_codecs",
+    "test_amqp_fault.py": "server faults and restarts: no codec path of its own",
+    "test_db.py": "server round trips: the codec paths are those of test_codecs",
+    "test_mysql.py": "server round trips: the codec paths are those of test_codecs",
+    "test_deploy_fields.py": "deployment templates against the schema: no codec path",
+    "test_deploy_rabbitmq.py": "a RabbitMQ deployment: no codec path of its own",
+    "test_provenance_amqp.py": "server round trips of provenance records (test_provenance runs pure)",
+    "test_provenance_db.py": "server round trips of provenance records (test_provenance runs pure)",
+    "test_monitord_live.py": "a live workflow under signals, minutes long: golden and differential replays run pure",
+}
+
+_CODEC_IMPORT = re.compile(r"from streamer\.events import|from streamer\.events\.(bp|jsonenc|event|canonical|native)\b"
+                           r"|import streamer\.events|from streamer\.monitor")
+
+
+def _pure_list() -> list[str]:
+    return [line.strip() for line in PURE_LIST.read_text().splitlines() if line.strip() and not line.startswith("#")]
+
+
+def test_the_pure_run_covers_every_module_through_the_codec() -> None:
+    listed = _pure_list()
+    assert listed == sorted(set(listed))
+    tests = Path(__file__).parent
+    for entry in listed:
+        assert (tests.parent / entry).is_file(), entry
+    through_codec = {p.name for p in tests.glob("test_*.py") if _CODEC_IMPORT.search(p.read_text())}
+    names = {Path(entry).name for entry in listed}
+    assert through_codec - set(NOT_IN_PURE_RUN) <= names, "add these to tests/pure_python_modules.txt"
+    # parse, encode, ids, monitor, golden, fuzz, load: never dropped from the pure run
+    assert {"test_codecs.py", "test_ids.py", "test_monitor_golden.py", "test_monitor_parsers.py", "test_fuzz.py",
+            "test_cli_load.py", "test_synth.py", "test_hostile_input.py"} <= names
+    script = (tests.parent / "scripts" / "test.sh").read_text()
+    assert "STREAMER_PURE_PYTHON=1" in script and "tests/pure_python_modules.txt" in script

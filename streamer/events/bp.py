@@ -11,12 +11,12 @@ is not stored on the event.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from typing import Any, Callable
 
-from ..compiled import fast_module
-from . import chimbuko, chimbuko_forms, legacy, schema
-from .event import ID_FIELD, Event, FieldError, _parse_ts_cached, format_ts, typing_plan, verify_id
+from . import chimbuko, chimbuko_forms, legacy, native, schema
+from .event import FAST_CONVERTERS, ID_FIELD, Event, FieldError, converters_for, format_ts, verify_id
 from .registry import note_unknown
 
 # Quoted values use the unrolled-loop form, fast on long texts; the last
@@ -27,17 +27,17 @@ _ESCAPES = re.compile(r'\\(["\\nrt])')
 _UNESCAPE = {'"': '"', "\\": "\\", "n": "\n", "r": "\r", "t": "\t"}
 _NEEDS_QUOTES = re.compile(r'[\s"\\]')
 
-_fast = fast_module("streamer.events._bpfast")
+_fast = native.CODEC
 _fast_split = _fast.split_line if _fast is not None else None
 _fast_format = _fast.format_fields if _fast is not None else None
 
-Plan = tuple[str, dict[str, tuple[int, Any]], dict[str, str] | None, bool]
+Plan = tuple[str, dict[str, Callable[[Any], Any]], dict[str, str] | None, bool]
 
 
 def _plan_for(name: str) -> Plan | None:
     """What the compiled `parse_event` needs for lines of event `name` (as written).
 
-    (full name, typed fields, 3.x field names to leave to `parse_line`, whether
+    (full name, field -> converter of its typed fields, 3.x field names to leave to `parse_line`, whether
     the line is a faithful BP form of the event); None: `parse_line` does it all.
     """
     renames = None
@@ -50,12 +50,13 @@ def _plan_for(name: str) -> Plan | None:
     full = schema.full_name(name) if name in schema.EVENT_FIELDS else name
     if full.startswith("stampede."):
         note_unknown(full)
-    return full, typing_plan(full), renames or None, full == name
+    return full, converters_for(full), renames or None, full == name
 
 
 _plans: dict[str, Plan | None] = {}
-_fast_parse = (_fast.parse_event if _fast is not None and _fast.configure(_plans, _plan_for, _parse_ts_cached, Event)
-               else None)
+if _fast is not None:  # the codec builds this Event class, with these plans, this hash and converters
+    _fast.configure(Event, _plans, _plan_for, hashlib.blake2b, *FAST_CONVERTERS)
+_fast_parse = _fast.parse_event if _fast is not None else None
 
 COMPILED = _fast is not None
 """True when the compiled fast paths are in use (False: pure Python, same results)."""
@@ -128,7 +129,7 @@ def _declined(line: Any) -> None:
 
 
 def _compiled_verified(line: Any) -> Event | None:
-    event = _fast_parse(line)  # type: ignore[misc]
+    event: Event | None = _fast_parse(line)  # type: ignore[misc]
     if event is not None and event._id is not None:  # an id the line gives must be the event's own
         try:
             verify_id(event, event._id)

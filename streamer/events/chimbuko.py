@@ -29,11 +29,21 @@ from __future__ import annotations
 
 import hashlib
 from types import UnionType
-from typing import Annotated, Any, Literal, NotRequired, Optional, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired, Optional, Union, get_args, get_origin
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from typing_extensions import TypedDict
+
+if TYPE_CHECKING:
+    from .event import Event
+
+# typing's special forms, applied to types built at run time (mypy cannot check those subscripts)
+_ANNOTATED: Any = Annotated
+_UNION: Any = Union
+_LIST: Any = list
+_DICT: Any = dict
+_TYPED_DICT: Any = TypedDict
 
 PREFIX = "chimbuko."
 
@@ -356,13 +366,13 @@ def _mirror(annotation: Any) -> Any:
         return _typed_dict(annotation)
     origin, args = get_origin(annotation), get_args(annotation)
     if origin is Annotated:
-        return Annotated[(_mirror(args[0]), *annotation.__metadata__)]  # type: ignore[misc]
+        return _ANNOTATED[(_mirror(args[0]), *annotation.__metadata__)]
     if origin in (Union, UnionType):
-        return Union[tuple(_mirror(a) for a in args)]  # type: ignore[return-value]
+        return _UNION[tuple(_mirror(a) for a in args)]
     if origin is list:
-        return list[_mirror(args[0])]  # type: ignore[misc]
+        return _LIST[_mirror(args[0])]
     if origin is dict:
-        return dict[args[0], _mirror(args[1])]  # type: ignore[misc]
+        return _DICT[args[0], _mirror(args[1])]
     return annotation
 
 
@@ -373,19 +383,19 @@ def _typed_dict(model: type[BaseModel]) -> Any:
         for name, info in model.model_fields.items():
             annotation = _mirror(info.annotation)
             if info.metadata:
-                annotation = Annotated[(annotation, *info.metadata)]  # type: ignore[misc]
+                annotation = _ANNOTATED[(annotation, *info.metadata)]
             fields[info.alias or name] = annotation if info.is_required() else NotRequired[annotation]
-        typed = TypedDict(model.__name__, fields)  # type: ignore[operator]
-        typed.__pydantic_config__ = ConfigDict(strict=True, extra="allow")  # type: ignore[attr-defined]
+        typed = _TYPED_DICT(model.__name__, fields)
+        typed.__pydantic_config__ = ConfigDict(strict=True, extra="allow")
         _TYPED[model] = typed
         _UNION_TAGS.add(model.__name__)
     return typed
 
 
-_checkers: dict[str, TypeAdapter] = {}
+_checkers: dict[str, TypeAdapter[Any]] = {}
 
 
-def _checker(name: str) -> TypeAdapter:
+def _checker(name: str) -> TypeAdapter[Any]:
     checker = _checkers.get(name)
     if checker is None:
         checker = _checkers[name] = TypeAdapter(_typed_dict(MODELS[name]))
@@ -407,7 +417,7 @@ def model(name: str, record: dict[str, Any]) -> _Record:
 
 def _describe(exc: ValidationError) -> str:
     """The first problem, named by the record's own keys (union alternatives merged)."""
-    problems: dict[str, list[dict]] = {}
+    problems: dict[str, list[Any]] = {}
     for error in exc.errors(include_url=False):
         loc = [str(p) for p in error["loc"] if not (isinstance(p, str) and p in _UNION_TAGS)]
         problems.setdefault(".".join(loc) or "record", []).append(error)
@@ -436,7 +446,7 @@ _IDENTITY_FIELDS = {name: tuple(RENAMES.get(key, key) for key in keys) for name,
 
 
 def event_from_record(record: dict[str, Any], name: str | None = None, *, check: bool = True,
-                      collection: str | None = None):  # -> Event
+                      collection: str | None = None) -> Event:
     """A provenance record -> its event (raises RecordError). The record's values are kept as they are."""
     from .event import Event
 
@@ -460,6 +470,6 @@ def event_from_record(record: dict[str, Any], name: str | None = None, *, check:
 _renamed_shapes: dict[tuple[str, ...], tuple[str, ...]] = {}
 
 
-def record_of(event) -> dict[str, Any]:  # event: Event
+def record_of(event: Event) -> dict[str, Any]:
     """The provenance record an event carries (the inverse of `event_from_record`)."""
     return {RECORD_KEYS.get(key, key): value for key, value in event.fields.items()}

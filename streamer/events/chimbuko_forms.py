@@ -12,13 +12,16 @@ the records' schema, identity and checks are in `chimbuko.py`.
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from .chimbuko import MODELS, NAMES, PREFIX, RECORD_KEYS, TEXT_FIELDS, RecordError, event_from_record
 
-def from_json_object(obj: dict[str, Any]):  # -> Event
+if TYPE_CHECKING:
+    from .event import Event
+
+def from_json_object(obj: dict[str, Any]) -> Event:
     """A chimbuko event in streamer's JSON form (`event`, `event_id`, `event_label`, ...) -> Event."""
     name = obj["event"]
     if name not in MODELS:
@@ -38,7 +41,7 @@ def from_json_object(obj: dict[str, Any]):  # -> Event
 _JSON_TO_RECORD = {"event_label": "event_id", "sonata_id": "__id"}
 
 
-def bp_ts(event) -> float | int:
+def bp_ts(event: Event) -> float | int:
     """The `ts` a BP line of a record shows: a function execution's entry (µs -> s), else 0."""
     entry = event.fields.get("entry")
     if isinstance(entry, (int, float)) and not isinstance(entry, bool) and "event.label" in event.fields:
@@ -53,7 +56,7 @@ def bp_value(key: str, value: Any) -> str:
     return orjson.dumps(value).decode()
 
 
-def from_bp_pairs(name: str, pairs: dict[str, str]):  # -> Event
+def from_bp_pairs(name: str, pairs: dict[str, str]) -> Event:
     """The key -> text pairs of a chimbuko BP line (without `event`, `ts`, `level`) -> Event."""
     if name not in MODELS:
         raise RecordError(f"unknown chimbuko event {name!r} (known: {', '.join(NAMES)})")
@@ -86,7 +89,7 @@ def _time(micros: Any) -> str:
         return "--:--:--"
 
 
-def pretty(event) -> str:
+def pretty(event: Event) -> str:
     """One readable line: time, kind, function, rank, step, runtime, score."""
     f = event.fields
     kind = event.name.removeprefix(PREFIX)

@@ -10,18 +10,14 @@ full pydantic model for callers that want it; `validate_event` runs it.
 from __future__ import annotations
 
 import ast
-import hashlib
-import json
 import logging
 import math
 import re
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-import orjson
 
-from ..compiled import fast_module
-from . import schema
+from . import canonical, native, schema
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +84,8 @@ def _memoised(function: Callable[[Any], Any], size: int = 8192) -> Callable[[Any
 
 def format_ts(ts: float | int) -> str:
     """Epoch seconds -> `2023-03-04T06:23:33.000000Z`, monitord's BP form."""
-    return _format_ts_cached(ts)
+    text: str = _format_ts_cached(ts)
+    return text
 
 
 def _format_ts(ts: float | int) -> str:
@@ -123,12 +120,12 @@ def _number(text: Any) -> int | float:
     else:  # a number beyond 64 bits is kept as the float it is (JSON could not read it back)
         return value if INT_MIN <= value <= INT_MAX else _finite(float(value), text)
     try:
-        value = float(text)
+        number = float(text)
     except (TypeError, ValueError) as exc:
         raise FieldError(f"not a number: {text!r}") from exc
-    if math.isnan(value) or math.isinf(value):
+    if math.isnan(number) or math.isinf(number):
         raise FieldError(f"not a finite number: {text!r}")
-    return value
+    return number
 
 
 def _finite(value: float, text: Any) -> float:
@@ -156,7 +153,8 @@ def _integer(text: Any) -> int:
 
 def _timestamp(text: Any) -> int | float:
     if isinstance(text, str):
-        return _parse_ts_cached(text)
+        seconds: int | float = _parse_ts_cached(text)
+        return seconds
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         return check_ts(text)
     raise FieldError(f"not a timestamp: {text!r}")
@@ -188,7 +186,7 @@ def _listing(value: Any) -> list[Any]:
 
 def _level(value: Any) -> str:
     """The schema's level enumeration (monitord writes only these two)."""
-    if value in schema.LEVELS:
+    if isinstance(value, str) and value in schema.LEVELS:
         return value
     raise FieldError(f"not a level of the schema ({', '.join(schema.LEVELS)}): {str(value)[:40]!r}")
 
@@ -223,19 +221,13 @@ def converters_for(name: str) -> dict[str, Callable[[Any], Any]]:
     return table
 
 
-_KIND_CODES = {_integer: 1, _timestamp: 2, _num_or_ts: 3}
-"""Converter -> kind code of the compiled path (0: it calls the converter)."""
+_native = native.CODEC
 
-_fast = fast_module("streamer.events._eventfast")
-_jsonfast = fast_module("streamer.events._jsonfast")
-_canonical = _jsonfast.canonical if _jsonfast is not None else None
+FAST_CONVERTERS = (_integer, _num_or_ts, _timestamp, _parse_ts_cached)
+"""The converters whose common texts the compiled codec reads itself (integer, number, timestamp), and the
+cached timestamp parser it calls: the same values (tests/test_bpfast.py checks them against these)."""
 
-
-def typing_plan(name: str) -> dict[str, tuple[int, Callable[[Any], Any]]]:
-    """Field -> (kind code, converter) of event `name`'s typed fields, for the compiled parsers."""
-    return {key: (_KIND_CODES.get(convert, 0), convert) for key, convert in converters_for(name).items()}
-
-Todo = list[tuple[str, int, Callable[[Any], Any]]]
+Todo = list[tuple[str, Callable[[Any], Any]]]
 _shape_converters: dict[tuple[str, tuple[str, ...]], Todo] = {}
 
 
@@ -252,25 +244,18 @@ def coerce_fields(name: str, raw: dict[str, Any], *, in_place: bool = False) -> 
         if len(_shape_converters) > 4096:
             _shape_converters.clear()
         table = converters_for(name)
-        todo = _shape_converters[shape] = [(k, _KIND_CODES.get(table[k], 0), table[k])
-                                           for k in shape[1] if k in table]
-    if _fast is not None:
-        try:
-            _fast.coerce(out, todo, _parse_ts_cached)
-            return out
-        except FieldError:
-            pass  # typed up to the bad field: the Python loop below names it
-    _coerce_python(out, todo)
+        todo = _shape_converters[shape] = [(k, table[k]) for k in shape[1] if k in table]
+    _coerce(out, todo)
     return out
 
 
-def _coerce_python(out: dict[str, Any], todo: Todo) -> None:
-    """`coerce_fields` in Python (the compiled path gives the same values; converters are idempotent)."""
+def _coerce(out: dict[str, Any], todo: Todo) -> None:
+    """Types `out` in place: the text None becomes None, then each field of `todo` by its converter."""
     if "None" in out.values():
         for key, value in out.items():
             if value == "None":
                 out[key] = None
-    for key, _kind, convert in todo:
+    for key, convert in todo:
         value = out[key]
         if value is None:
             continue
@@ -295,11 +280,12 @@ class Event:
 
     __slots__ = ("name", "fields", "_id", "_bp", "_json")
 
-    def __init__(self, name: str, fields: dict[str, Any], event_id: str | None = None) -> None:
+    def __init__(self, name: str, fields: dict[str, Any], event_id: str | None = None,
+                 bp: str | None = None) -> None:
         self.name = name
         self.fields = fields
         self._id = event_id
-        self._bp: str | None = None      # BP text, cached by the codec (the line it was read from)
+        self._bp = bp                    # BP text, cached by the codec (the line it was read from)
         self._json: bytes | None = None  # JSON bytes, cached by the codec
 
     @classmethod
@@ -393,7 +379,7 @@ def _all_typed(event: Event) -> bool:
 
 def ensure_ids(events: list[Event]) -> None:
     """Compute (and cache) the stable id of every event now; compiled when it can be."""
-    if _jsonfast is None or not _batch_ready or _jsonfast.ensure_ids(events):
+    if _native is None or _native.ensure_ids(events):
         for event in events:
             event.id  # noqa: B018 - computes and caches it
 
@@ -405,43 +391,13 @@ def content_id(name: str, fields: dict[str, Any]) -> str:
     its BP or JSON round trip hash alike. Two byte-identical events share an
     id on purpose: a duplicate carries nothing new.
     """
-    if _canonical is not None:
-        data = _canonical(name, fields)
+    if _native is not None:
+        data = _native.canonical(name, fields)
         if data is not None:
-            return hashlib.blake2b(data, digest_size=16).hexdigest()
+            return canonical.hash_form(data)
     return _content_id_python(name, fields)
 
 
 def _content_id_python(name: str, fields: dict[str, Any]) -> str:
     """`content_id` in Python: decides every event the compiled `canonical` declines."""
-    canon = fields
-    ts = fields.get("ts")
-    if isinstance(ts, float):
-        fixed = _int_if_whole(round(ts, 6))
-        if type(fixed) is not float or fixed != ts:  # copy only when the hashed form differs
-            canon = {**fields, "ts": fixed}
-    try:
-        text = orjson.dumps(canon, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=str)
-    except orjson.JSONEncodeError:  # an integer beyond 64 bits
-        text = wide_json(canon, sort_keys=True)
-    return hashlib.blake2b(name.encode() + b"\x00" + text, digest_size=16).hexdigest()
-
-
-_batch_ready = _jsonfast is not None and _jsonfast.configure(Event, hashlib.blake2b)
-"""The compiled batch functions (ids, JSON) build this Event class's slots."""
-
-
-def wide_json(obj: dict[str, Any], *, sort_keys: bool = False) -> bytes:
-    """JSON of an object holding integers beyond 64 bits, which orjson refuses.
-
-    The standard library writes them; non-finite floats become null as in orjson.
-    """
-    def finite(value: Any) -> Any:
-        if isinstance(value, float) and not math.isfinite(value):
-            return None
-        if isinstance(value, (list, tuple)):
-            return [finite(item) for item in value]
-        return value
-
-    clean = {key: finite(value) for key, value in obj.items()}
-    return json.dumps(clean, sort_keys=sort_keys, separators=(",", ":"), ensure_ascii=False, default=str).encode()
+    return canonical.event_id(name, fields)

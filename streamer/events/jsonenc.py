@@ -14,9 +14,9 @@ from typing import Any, Sequence
 
 import orjson
 
-from ..compiled import fast_module
-from . import chimbuko, chimbuko_forms, legacy, schema
-from .event import ID_FIELD, Event, FieldError, _batch_ready, verify_id, wide_json
+from . import chimbuko, chimbuko_forms, legacy, native, schema
+from .canonical import wide_json
+from .event import ID_FIELD, Event, FieldError, verify_id
 from .registry import note_unknown
 
 JSON_ID_KEY = "event_id"
@@ -34,7 +34,7 @@ def json_key(key: str) -> str:
 
 _shapes: dict[tuple[str, ...], tuple[tuple[str, ...], bool]] = {}
 
-_fast = fast_module("streamer.events._jsonfast")
+_fast = native.CODEC
 
 
 def _renamed_keys(keys: tuple[str, ...]) -> tuple[tuple[str, ...], bool]:
@@ -78,7 +78,7 @@ def dumps(event: Event, *, with_id: bool = True) -> bytes:
 
 def prepare(events: list[Event]) -> None:
     """Encode every event now (cached on it, with its id): compiled for a whole batch when it can be."""
-    if _fast is None or not _batch_ready or _fast.encode_events(events, _shapes, _renamed_keys):
+    if _fast is None or _fast.encode_events(events, _shapes, _renamed_keys):
         for event in events:
             if event._json is None:
                 dumps(event)

@@ -39,6 +39,7 @@ is `compute` (`dax`, `dag` stay); `clustered=False|True` becomes 0|1.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Final
 
 _COMMON: Final = {"wf.id": "xwf.id", "parent.wf.id": "parent.xwf.id", "root.wf.id": "root.xwf.id"}
@@ -184,11 +185,11 @@ def is_legacy(name: str) -> bool:
     return name in LEGACY
 
 
-def translate(name: str, fields: dict[str, object]) -> tuple[str, dict[str, object]]:
+def translate(name: str, fields: Mapping[str, object]) -> tuple[str, dict[str, object]]:
     """A 3.x event as its 4.x name and fields; other names come back unchanged."""
     entry = LEGACY.get(name)
     if entry is None:
-        return name, fields
+        return name, dict(fields)
     new_name, renames, fixed = entry
     out = {renames.get(key, key): value for key, value in fields.items()}
     for key, value in fixed.items():

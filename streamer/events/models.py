@@ -59,9 +59,12 @@ def _attr(dotted: str) -> str:
     return dotted.replace(".", "_")
 
 
+_LITERAL: Any = Literal  # applied to a run-time tuple of values
+
+
 def _field_type(event_short: str, name: str, kind: str) -> Any:
     if name in schema.ENUMS:
-        return Literal[schema.ENUMS[name]]  # type: ignore[valid-type]
+        return _LITERAL[schema.ENUMS[name]]
     bounds = schema.INT_RANGES.get((event_short, name))
     if bounds is not None:
         return Annotated[int, Field(ge=bounds[0], le=bounds[1])]

@@ -27,6 +27,7 @@ from typing import Any
 import yaml
 
 from . import yamlguard, yamlsub
+from .kickstart_xml import from_xml
 
 log = logging.getLogger(__name__)
 
@@ -206,7 +207,7 @@ def _single_line_kind(line: str) -> str | None:
     return None
 
 
-# ---------------------------------------------------------------- pruning before YAML
+# ---------------------------------------------------------------- YAML records
 
 # What monitord reads from a YAML record, by indentation path (True: the whole subtree).
 _KEEP: dict[str, Any] = {
@@ -219,77 +220,6 @@ _KEEP: dict[str, Any] = {
                                   "cpu_count", "cpu_speed", "cpu_vendor", "cpu_model", "cpu_name")},
     "files": {"*": {k: True for k in ("size", "output", "user", "ctime", "sha256", "checksum_timing", "data")}},
 }
-
-
-def prune(record: str) -> str | None:
-    """Drop the lines of a YAML record that monitord never reads (most of it), or None if unsure.
-
-    Kickstart writes a regular YAML subset (2-space indents, one `key: value`
-    per line, `|` block scalars for file data); PyYAML's object construction
-    is the cost of parsing, so building only the needed nodes makes records
-    much cheaper. Anything unexpected (quoted keys, flow style) returns None
-    and the caller parses the full text.
-    """
-    out: list[str] = []
-    stack: list[tuple[int, Any]] = []  # (indent of key, keep-spec of its children)
-    block_indent = -1  # inside a block scalar whose key is at this indent
-    block_keep = False
-    for line in record.splitlines(keepends=True):
-        stripped = line.lstrip(" ")
-        indent = len(line) - len(stripped)
-        if block_indent >= 0:
-            if indent > block_indent or not stripped.strip():
-                if block_keep:
-                    out.append(line)
-                continue
-            block_indent = -1
-        if not stripped.strip():
-            continue
-        if stripped.startswith("- "):
-            if indent == 0 and stripped.startswith("- invocation:"):
-                stack = []
-                indent, stripped = 2, stripped[2:]
-            else:
-                if _parent_keep(stack, indent):
-                    out.append(line)
-                continue
-        first = stripped[0]
-        if first in "\"'":  # a quoted key (an LFN, an environment variable)
-            close = stripped.find(first, 1)
-            colon = close + 1
-            if close < 0 or "\\" in stripped[:close] or stripped[colon:colon + 1] != ":":
-                return None
-            key = stripped[1:close]
-        else:
-            colon = stripped.find(":")
-            if colon <= 0 or first in "{[#&*!|>%@`":
-                return None
-            key = stripped[:colon]
-        if stripped[colon + 1:colon + 2] not in (" ", "\n", "\r", ""):
-            return None
-        while stack and stack[-1][0] >= indent:
-            stack.pop()
-        parent = stack[-1][1] if stack else _KEEP
-        if parent is True:
-            spec: Any = True
-        elif isinstance(parent, dict):
-            spec = parent.get(key, parent.get("*"))
-        else:
-            spec = None
-        if spec is not None:
-            out.append(line)
-        stack.append((indent, spec))
-        value = stripped[colon + 1:].lstrip()
-        if value[:1] in ("|", ">"):
-            block_indent, block_keep = indent, spec is not None
-    return "".join(out)
-
-
-def _parent_keep(stack: list[tuple[int, Any]], indent: int) -> bool:
-    for key_indent, spec in reversed(stack):
-        if key_indent < indent:
-            return spec is True
-    return False
 
 
 def _yaml_scalar(text: str) -> Any:
@@ -314,13 +244,7 @@ def _load_invocation(chunk: str) -> Any:
     data = _load_subset(chunk, _KEEP)
     if data is not None:
         return data
-    pruned = prune(chunk)
-    if pruned is not None:
-        try:
-            return _pyyaml(pruned)
-        except yaml.YAMLError:
-            pass  # unusual layout: parse the whole record below
-    return _pyyaml(chunk)
+    return _pyyaml(chunk)  # outside the kickstart subset: PyYAML reads the whole record
 
 
 # ---------------------------------------------------------------- record parsers
@@ -470,157 +394,3 @@ def _file_meta(info: dict[str, Any]) -> dict[str, str]:
         if "checksum_timing" in info:
             meta["checksum.timing"] = str(info["checksum_timing"])
     return meta
-
-
-# ---------------------------------------------------------------- Pegasus 4 XML
-
-_XML_ATTRS = {  # element -> attributes monitord takes as text, under the attribute's name
-    "invocation": ("hostname", "resource", "user", "hostaddr", "transformation", "derivation"),
-    "mainjob": ("duration", "start"),
-    "status": ("raw",),
-    "regular": ("exitcode",),
-}
-_XML_MACHINE = {"ram": ("total",), "uname": ("system", "release", "machine")}
-
-
-class _XMLRecord:
-    """Expat handlers collecting what monitord's XML parser collects (attribute values stay text)."""
-
-    def __init__(self) -> None:
-        self.keys: dict[str, Any] = {"invocation": True}
-        self.outputs: dict[str, dict[str, str]] = {}
-        self.in_main = self.in_machine = False
-        self.stream: str | None = None  # "stdout" / "stderr" statcall being read
-        self.in_data = self.in_cwd = self.in_args = self.in_signal = self.in_cpu = False
-        self.final_lfn: str | None = None
-        self.checksum: dict[str, str] = {}
-        self.texts: dict[str, list[str]] = {"stdout": [], "stderr": [], "cwd": [], "arg": [], "action": [],
-                                            "cpu": []}
-        self.args: list[str] = []
-
-    def start(self, name: str, attrs: dict[str, str]) -> None:
-        name = name.rsplit(" ", 1)[-1].rsplit("}", 1)[-1]
-        if name == "mainjob":
-            self.in_main = True
-        elif name == "machine":
-            self.in_machine = True
-        if name == "argument-vector":
-            self.in_args = True
-        elif name == "arg" and self.in_args:
-            self.texts["arg"] = []
-        elif name == "cwd":
-            self.in_cwd = True
-        elif name == "checksum":
-            self.checksum = {k: attrs[k] for k in ("type", "value", "timing") if k in attrs}
-        elif name == "cpu":
-            self.keys["cpu"] = {"cpu_" + k: attrs[k] for k in ("count", "speed", "vendor") if k in attrs}
-            self.in_cpu = True
-        elif name == "data":
-            self.in_data = True
-        elif name == "file":
-            if self.in_main and "name" in attrs:
-                self.keys["name"] = attrs["name"]
-        elif name in _XML_MACHINE:
-            if self.in_machine:
-                self.keys.update({k: attrs[k] for k in _XML_MACHINE[name] if k in attrs})
-        elif name == "signalled":
-            self.in_signal = True
-            self.keys["signalled"] = {"action": "", **{k: attrs[k] for k in ("signal", "corefile") if k in attrs}}
-        elif name == "statcall":
-            ident = attrs.get("id")
-            if ident in ("stdout", "stderr"):
-                self.stream = ident
-            elif ident == "final":
-                self.final_lfn = attrs.get("lfn")
-        elif name == "statinfo":
-            if self.final_lfn is not None:
-                self.outputs[self.final_lfn] = {k: attrs[k] for k in ("lfn", "size", "ctime", "user") if k in attrs}
-        elif name == "usage":
-            if self.in_main:
-                for key in ("utime", "stime", "maxrss"):
-                    try:
-                        self.keys[key] = float(attrs[key])
-                    except (KeyError, ValueError):
-                        pass
-        elif name in _XML_ATTRS:
-            self.keys.update({k: attrs[k] for k in _XML_ATTRS[name] if k in attrs})
-
-    def end(self, name: str) -> None:
-        name = name.rsplit(" ", 1)[-1].rsplit("}", 1)[-1]
-        if name == "argument-vector":
-            self.in_args = False
-        elif name == "arg" and self.in_args:
-            self.args.append("".join(self.texts["arg"]))
-        elif name == "cwd":
-            self.in_cwd = False
-        elif name == "mainjob":
-            self.in_main = False
-        elif name == "machine":
-            self.in_machine = False
-        elif name == "cpu":
-            self.in_cpu = False
-            model = "".join(self.texts["cpu"]).strip()
-            if model:
-                self.keys["cpu"]["cpu_model"] = model
-        elif name == "signalled":
-            self.in_signal = False
-            self.keys["signalled"]["action"] = "".join(self.texts["action"])
-        elif name == "statcall":
-            self.stream = None
-            if self.final_lfn is not None and self.final_lfn in self.outputs:
-                for key, value in self.checksum.items():
-                    self.outputs[self.final_lfn]["checksum." + key] = value
-                self.checksum = {}
-            self.final_lfn = None
-        elif name == "data":
-            self.in_data = False
-
-    def text(self, data: str) -> None:
-        if self.in_data and self.stream is not None:
-            self.texts[self.stream].append(data)
-        elif self.in_cwd:
-            self.texts["cwd"].append(data)
-        elif self.in_args:
-            self.texts["arg"].append(data)
-        elif self.in_signal:
-            self.texts["action"].append(data)
-        elif self.in_cpu:
-            self.texts["cpu"].append(data)
-
-    def record(self) -> dict[str, Any]:
-        keys = self.keys
-        keys["cwd"] = "".join(self.texts["cwd"])
-        keys["argument-vector"] = " ".join(self.args)
-        keys["stdout"] = "".join(self.texts["stdout"])
-        keys["stderr"] = "".join(self.texts["stderr"])
-        keys["outputs"] = self.outputs
-        return keys
-
-
-def from_xml(text: str) -> dict[str, Any]:
-    """A Pegasus 4 XML invocation record -> monitord's flat record (values as text, usage as floats).
-
-    Raises `ET.ParseError` (an `xml.parsers.expat.ExpatError`) on broken XML.
-    """
-    from xml.parsers import expat
-
-    handler = _XMLRecord()
-    parser = expat.ParserCreate()
-    parser.StartElementHandler = handler.start
-    parser.EndElementHandler = handler.end
-    parser.CharacterDataHandler = handler.text
-    try:
-        parser.Parse(text, True)
-    except expat.ExpatError as exc:
-        raise ET.ParseError(str(exc)) from None
-    return handler.record()
-
-
-def _num(text: str) -> int | float | str:
-    try:
-        return int(text)
-    except ValueError:
-        try:
-            return float(text)
-        except ValueError:
-            return text
