@@ -66,6 +66,11 @@ NOT_IN_PURE_RUN = {  # module -> why scripts/test.sh does not run it a second ti
     "test_provenance_amqp.py": "server round trips of provenance records (test_provenance runs pure)",
     "test_provenance_db.py": "server round trips of provenance records (test_provenance runs pure)",
     "test_monitord_live.py": "a live workflow under signals, minutes long: golden and differential replays run pure",
+    "test_monitord_options.py": "real pegasus-monitord side by side, slow: monitord_cli runs pure",
+    "test_collector.py": "server round trips (RabbitMQ -> PostgreSQL): the codec paths are those of test_codecs",
+    "test_tail_queue.py": "a RabbitMQ queue's acknowledgements: no codec path of its own",
+    "test_first_hour.py": "command-line behaviours (PostgreSQL, resume, options): codec paths of test_codecs and "
+                          "test_cli_load",
 }
 
 _CODEC_IMPORT = re.compile(r"from streamer\.events import|from streamer\.events\.(bp|jsonenc|event|canonical|native)\b"

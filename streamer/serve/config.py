@@ -126,7 +126,8 @@ def _serve_table(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: [serve] must be a table")
     unknown = sorted(set(table) - KNOWN_KEYS)
     if unknown:
-        raise ConfigError(f"{path}: [serve]: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(KNOWN_KEYS))})")
+        raise ConfigError(f"{path}: [serve]: unknown key(s) {', '.join(unknown)} "
+                          f"(known: {', '.join(sorted(KNOWN_KEYS))})")
     return table
 
 

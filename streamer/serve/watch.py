@@ -38,7 +38,8 @@ def finished_dir(path: str) -> bool:
 
 
 class TreeWatcher:
-    """Calls `on_candidate(dir)` for directories that may hold a new workflow, `on_write(path)` for dagman.out writes."""
+    """Calls `on_candidate(dir)` for directories that may hold a new workflow, `on_write(path)` for dagman.out
+    writes."""
 
     def __init__(self, roots: list[Path], on_candidate: Callable[[str], None], on_write: Callable[[str], None],
                  *, poll: float = 5.0) -> None:
