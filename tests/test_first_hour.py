@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 from typing import AsyncIterator
@@ -94,6 +97,23 @@ async def test_item1_a_value_no_column_holds_rejects_that_event_only(pg_db: str,
     assert len(rejected) == 1
     assert rejected[0].startswith("rejected event stampede.job_inst.main.end")
     assert "job_instance.exitcode = 1099511627776 does not fit the column (INTEGER, 32 bits)" in rejected[0]
+
+
+def test_item1_the_refusal_names_the_source_line(pg_db: str, corpus: Path, tmp_path: Path) -> None:
+    """`streamer load FILE --dest postgresql://…`: a value no column holds is refused for that event alone,
+    the message naming the event, FILE:LINE where it was read, the column and the value."""
+    lines = (corpus / "bp" / "montage-1.0.bp").read_text().splitlines()
+    number = next(i for i, line in enumerate(lines, 1) if "event=stampede.job_inst.main.end " in line)
+    lines[number - 1] = re.sub(r"exitcode=\S+", "exitcode=1099511627776", lines[number - 1])
+    data = tmp_path / "big-exitcode.bp"
+    data.write_text("\n".join(lines) + "\n")
+    done = subprocess.run([sys.executable, "-m", "streamer", "load", str(data), "--dest", pg_db],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    refused = [line for line in done.stderr.splitlines() if "rejected event" in line]
+    assert len(refused) == 1, done.stderr
+    assert f"rejected event stampede.job_inst.main.end (id " in refused[0]
+    assert f", {data}:{number}): job_instance.exitcode = 1099511627776 does not fit the column" in refused[0]
 
 
 # ---------------------------------------------------------------- item 2: resume state tied to the endpoints

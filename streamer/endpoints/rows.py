@@ -134,4 +134,7 @@ def need(event: Event, key: str) -> Any:
 
 
 def describe(event: Event) -> str:
-    return f"rejected event {event.name} (id {event.id[:16]})"
+    """`rejected event NAME (id ID, FILE:LINE)`: the line where a file source read it, when one did."""
+    origin = event.origin
+    where = f", {origin[0]}:{origin[1]}" if origin is not None else ""
+    return f"rejected event {event.name} (id {event.id[:16]}{where})"

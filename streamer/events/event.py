@@ -278,7 +278,7 @@ class Event:
     changed copy).
     """
 
-    __slots__ = ("name", "fields", "_id", "_bp", "_json")
+    __slots__ = ("name", "fields", "_id", "_bp", "_json", "origin")
 
     def __init__(self, name: str, fields: dict[str, Any], event_id: str | None = None,
                  bp: str | None = None) -> None:
@@ -287,6 +287,9 @@ class Event:
         self._id = event_id
         self._bp = bp                    # BP text, cached by the codec (the line it was read from)
         self._json: bytes | None = None  # JSON bytes, cached by the codec
+        self.origin: tuple[str, int] | None = None
+        """(file, line) the event was read from, when a file source read it (messages name it); not part
+        of the event's identity, equality or encodings."""
 
     @classmethod
     def build(cls, name: str, raw: dict[str, Any], *, owned: bool = False) -> "Event":

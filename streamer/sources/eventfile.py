@@ -168,6 +168,7 @@ class EventFileSource(Source):
         for line_no, reason in chunk.problems:
             self._bad(path, line_no, reason)
         number = chunk.first_line
+        where = str(path)
         compiled = bp.parse_compiled
         for raw in _texts(chunk.lines):
             try:
@@ -180,6 +181,7 @@ class EventFileSource(Source):
                     raise
             else:
                 if event is not None:
+                    event.origin = (where, number)  # named by an endpoint that refuses the event
                     events.append(event)
             number += 1
         self.stats.lines += len(chunk.lines)
