@@ -127,3 +127,37 @@ async def _fetch(dsn: str, sql: str) -> list[Any]:
         return [r[0] for r in await conn.fetch(sql)]
     finally:
         await conn.close()
+
+
+@pytest.mark.rabbitmq
+def test_unroutable_messages_are_dead_lettered(amqp_url: str, tmp_path: Path) -> None:
+    """`mandatory` (the default): messages the broker returns because no queue is bound go to the dead-letter
+    file with the reason, are counted, and `streamer load` of that file re-delivers them."""
+    import aio_pika
+
+    exchange = f"streamer-dl-{uuid.uuid4().hex[:10]}"
+    source = tmp_path / "in.bp"
+    source.write_text("\n".join(job_info(f"job{i}", i) for i in range(5)) + "\n")
+    dead = tmp_path / "amqp.dead.jsonl"
+    try:
+        done = subprocess.run([sys.executable, "-m", "streamer", "load", str(source), "--dest",
+                               f"{amqp_url}/{exchange}?events=*&dead_letter={dead}&spool=off"],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        lines = [orjson.loads(line) for line in dead.read_bytes().splitlines()]
+        assert [line["job_id"] for line in lines] == [f"job{i}" for i in range(5)]  # the message's JSON
+        assert {line[jsonenc.DEAD_LETTER_KEY]["reason"] for line in lines} == {
+            "unroutable: no queue bound for routing key stampede.job.info"}
+        again = tmp_path / "again.jsonl"
+        done = subprocess.run([sys.executable, "-m", "streamer", "load", str(dead), "--dest", str(again)],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert again.read_bytes().splitlines() == [jsonenc.dumps(bp.parse_line(job_info(f"job{i}", i)))
+                                                   for i in range(5)]
+    finally:
+        async def drop() -> None:
+            connection = await aio_pika.connect(amqp_url.replace("%2F", ""))
+            channel = await connection.channel()
+            await channel.exchange_delete(exchange)
+            await connection.close()
+        asyncio.run(drop())

@@ -202,6 +202,9 @@ class AMQPEndpoint(Endpoint):
         self.resent = 0
         """Messages published again after a connection loss (same message_id)."""
         self.unroutable: Counter[str] = Counter()
+        self.returned: list[tuple[bytes, str]] | None = None
+        """Set to a list (the dead-letter layer does) to collect (message body, reason) of every message the
+        broker returned as unroutable (`mandatory`)."""
         self._drainer: asyncio.Task[None] | None = None
         self.spooled = 0
         """Messages written to the spool (broker away)."""
@@ -396,6 +399,8 @@ class AMQPEndpoint(Endpoint):
                 if key not in self.unroutable:
                     new_keys.append(key)
                 self.unroutable[key] += 1
+                if self.returned is not None:
+                    self.returned.append((window[index][3], f"unroutable: no queue bound for routing key {key}"))
         if new_keys:
             log.warning("%s: unroutable (no queue bound, dropped by the broker): %s; "
                         "further ones are counted and summarised at close", self.name, ", ".join(new_keys))

@@ -74,6 +74,8 @@ class DeadLetters(Endpoint):
         stats = getattr(self.inner, "stats", None)
         if stats is not None and hasattr(stats, "refused"):  # database endpoints refuse single events too
             stats.refused = []
+        if hasattr(self.inner, "returned"):  # the AMQP endpoint: messages the broker returned as unroutable
+            self.inner.returned = []
         await self.inner.open()
 
     def prepare(self, events: Sequence[Event]) -> None:
@@ -87,6 +89,15 @@ class DeadLetters(Endpoint):
             taken, stats.refused = list(refused), []  # type: ignore[union-attr]
             for event, reason in taken:
                 await self._dead_letter(event, reason)
+        await self._returned()
+
+    async def _returned(self) -> None:
+        """Messages the broker returned (unroutable with `mandatory`): their bodies are the events' JSON."""
+        returned = getattr(self.inner, "returned", None)
+        if returned:
+            taken, self.inner.returned = list(returned), []
+            for body, reason in taken:
+                await self._dead_letter_json(orjson.loads(body), reason)
 
     async def _write(self, batch: Sequence[Event]) -> None:
         try:
@@ -116,22 +127,26 @@ class DeadLetters(Endpoint):
 
     async def flush(self) -> None:
         await self.inner.flush()
+        await self._returned()
 
     async def close(self) -> None:
         await self.inner.close()
+        await self._returned()  # a spool drained at close may have had some returned
         if self.dead_lettered:
             log.warning("%s: %d event(s) refused and written to %s (streamer load %s --dest ... re-delivers "
                         "them after a fix)", self.name, self.dead_lettered, self.path, self.path)
 
     async def _dead_letter(self, event: Event, reason: str) -> None:
-        obj = orjson.loads(jsonenc.dumps(event))
+        await self._dead_letter_json(orjson.loads(jsonenc.dumps(event)), reason)
+
+    async def _dead_letter_json(self, obj: dict[str, Any], reason: str) -> None:
         obj[jsonenc.DEAD_LETTER_KEY] = {"reason": reason, "endpoint": self.name,
                                         "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         line = orjson.dumps(obj) + b"\n"
         await asyncio.to_thread(_append, self.path, line)
         self.dead_lettered += 1
-        log.warning("%s: event %s (id %s) refused, written to %s: %s", self.name, event.name, event.id[:16],
-                    self.path, reason)
+        log.warning("%s: event %s (id %s) refused, written to %s: %s", self.name, obj.get("event"),
+                    str(obj.get("event_id", ""))[:16], self.path, reason)
 
 
 def _append(path: Path, line: bytes) -> None:
