@@ -53,6 +53,10 @@ class Loader:
         """Workflow uuids already expunged and re-planned in this run (committed)."""
         self.joined: set[str] = set()
         """Workflow uuids another writer is loading too: a replay joins them rather than expunging."""
+        self.links_wait = False
+        """Refuse (as an orphan the endpoint holds: `dbcommon`) a workflow whose root or parent, or a
+        sub-workflow link whose sub-workflow, is not loaded yet, instead of leaving the link empty:
+        set with `wait_parents`, when other writers may still be loading them."""
         self.reset()
         self._handlers: dict[str, Callable[[Plan, Event], None]] = {
             "stampede.wf.plan": self._workflow,
@@ -253,6 +257,11 @@ class Loader:
                 return  # already loaded (a re-sent event, a resumed run, or another writer loading it now)
             plan.expunge.append(uuid)
             self._forget(existing)
+        if self.links_wait:
+            for key in ("root.xwf.id", "parent.xwf.id"):
+                other = f.get(key)
+                if isinstance(other, str) and other != uuid and self.wfs.get(other) is None:
+                    raise Rejected(f"unknown workflow {other} ({key} of {uuid}; no stampede.wf.plan loaded for it)")
         self._pending_replaced.add(uuid)
         row = undot(f, "workflow")
         wf_id = self.ids.next("workflow")
@@ -356,6 +365,9 @@ class Loader:
         _, inst = self._inst_id(event)
         sub_uuid = event.fields.get("subwf.id")
         sub = self.wfs.get(sub_uuid) if isinstance(sub_uuid, str) else None
+        if sub is None and self.links_wait and isinstance(sub_uuid, str):
+            raise Rejected(f"unknown workflow {sub_uuid} (sub-workflow of job instance {inst}; "
+                           "no stampede.wf.plan loaded for it)")
         plan.update("job_instance", inst, {"subwf_id": sub.wf_id if sub else None})
 
     def _job_instance_start(self, plan: Plan, event: Event) -> None:

@@ -86,6 +86,7 @@ class PostgresEndpoint(Endpoint):
         self._writers: WriterLocks | None = None
         self._ids = IdPool()
         self._loader = Loader(POSTGRESQL, self._ids, replay=self.flag("replay"))
+        self._loader.links_wait = self.wait_parents > 0
         self._sequences: dict[str, str] = {}
 
     @property
