@@ -79,9 +79,9 @@ def load_toml(path: str | Path) -> Settings:
         raise ConfigError(f"{path}: cannot read: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: {exc}") from None
-    unknown = sorted(set(data) - {"on_error", "checkpoint", "endpoint"})
+    unknown = sorted(set(data) - {"on_error", "checkpoint", "endpoint", "serve"})  # [serve]: streamer serve's
     if unknown:
-        raise ConfigError(f"{path}: unknown key {unknown[0]!r} (known: on_error, checkpoint, [[endpoint]])")
+        raise ConfigError(f"{path}: unknown key {unknown[0]!r} (known: on_error, checkpoint, [[endpoint]], [serve])")
     settings = Settings(on_error=str(data.get("on_error", "stop")), checkpoint=data.get("checkpoint"))
     tables = data.get("endpoint", [])
     if not isinstance(tables, list):

@@ -46,7 +46,8 @@ def test_follow_shows_the_progress_line_and_ends_with_the_summary(tmp_path: Path
             assert len(LINE.findall(screen)) == 1  # one line, redrawn in place
     with open(log, "a") as handle:
         handle.write(chunks[-1])
-    final = terminal.wait_for(lambda s: ENDED.search(s) is not None, "the end")
+    terminal.wait_for(lambda s: ENDED.search(s) is not None, "the end")
+    final = terminal.screen(joined=True)  # lines the terminal wrapped (a long path) as the one line printed
     assert "\nEXIT=0" in final
     done = [s[0] for s in seen]
     assert done == sorted(done) and len(set(done)) >= 2 and all(s[1] == 11 for s in seen), seen

@@ -61,8 +61,9 @@ class Terminal:
         self.tmux("send-keys", "-t", "status", "-l", line)
         self.tmux("send-keys", "-t", "status", "Enter")
 
-    def screen(self) -> str:
-        return self.tmux("capture-pane", "-p", "-t", "status")
+    def screen(self, joined: bool = False) -> str:
+        """The pane's text; `joined`: lines the terminal wrapped are joined back (tmux -J)."""
+        return self.tmux("capture-pane", "-p", *(["-J"] if joined else []), "-t", "status")
 
     def flag(self, name: str) -> str:
         return self.tmux("display-message", "-p", "-t", "status", f"#{{{name}}}").strip()
