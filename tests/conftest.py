@@ -87,3 +87,32 @@ def amqp_url() -> str:
 def python() -> str:
     """The interpreter running the tests (to run `python -m streamer` in subprocesses)."""
     return sys.executable
+
+
+@pytest.fixture(autouse=True)
+def restore_logging():
+    """`streamer.cli.main()` installs its stderr handler on the root logger: put pytest's back afterwards."""
+    import logging
+
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+@pytest.fixture
+async def pg_db(postgres_dsn: str):
+    """A fresh PostgreSQL database per test, dropped afterwards."""
+    import uuid
+
+    import asyncpg
+
+    name = f"streamer_test_{uuid.uuid4().hex[:12]}"
+    admin = await asyncpg.connect(postgres_dsn)
+    await admin.execute(f"CREATE DATABASE {name}")
+    try:
+        yield postgres_dsn.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        await admin.close()

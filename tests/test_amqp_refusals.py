@@ -2,21 +2,12 @@
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
-import pytest
 
 from streamer.cli import main
 
 
-@pytest.fixture(autouse=True)
-def restore_logging():
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
 
 
 def events_file(tmp_path: Path) -> Path:

@@ -25,14 +25,6 @@ from streamer.urls import EndpointURL, mask
 MONTAGE_EVENTS = 3588
 
 
-@pytest.fixture(autouse=True)
-def restore_logging():
-    """main() installs its stderr handler on the root logger: put pytest's back afterwards."""
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
 
 
 @pytest.fixture

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import sqlite3
 import sys
 from pathlib import Path
@@ -13,13 +12,6 @@ from streamer.cli import main
 from streamer.synth import generate
 
 
-@pytest.fixture(autouse=True)
-def restore_logging():
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
 
 
 def help_of(command: str, capsys: pytest.CaptureFixture[str]) -> str:

@@ -10,7 +10,7 @@ import pytest
 
 import dbcompare
 from dbstream import batches, golden_events
-from test_db import assert_same, golden_snapshot, pg_db, pg_snapshot  # noqa: F401  (fixture)
+from test_db import assert_same, golden_snapshot, pg_snapshot
 from streamer.endpoints import create_endpoint
 
 ROOT = Path(__file__).resolve().parent.parent

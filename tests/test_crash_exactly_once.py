@@ -30,7 +30,7 @@ import pytest
 
 import dbcompare
 from amqphelp import unique
-from test_db import pg_db, pg_snapshot  # noqa: F401  (fixture)
+from test_db import pg_snapshot
 from streamer.synth import generate, iter_dagman_chunks
 
 pytestmark = [pytest.mark.postgres, pytest.mark.rabbitmq]

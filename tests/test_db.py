@@ -13,9 +13,8 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import uuid
 from pathlib import Path
-from typing import Any, AsyncIterator, Sequence
+from typing import Any, Sequence
 
 import pytest
 
@@ -67,17 +66,6 @@ async def pg_snapshot(dsn: str) -> dbcompare.Snapshot:
         await conn.close()
 
 
-@pytest.fixture
-async def pg_db(postgres_dsn: str) -> AsyncIterator[str]:
-    """A fresh database per test, dropped afterwards."""
-    name = f"streamer_test_{uuid.uuid4().hex[:12]}"
-    admin = await asyncpg.connect(postgres_dsn)
-    await admin.execute(f"CREATE DATABASE {name}")
-    try:
-        yield postgres_dsn.rsplit("/", 1)[0] + f"/{name}"
-    finally:
-        await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        await admin.close()
 
 
 # ---------------------------------------------------------------- schema

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import re
 import subprocess
 import sys
-import uuid
 from pathlib import Path
-from typing import AsyncIterator
 
 import pytest
 
@@ -18,31 +15,12 @@ from streamer.endpoints import create_endpoint
 from streamer.events import Event, bp
 
 
-@pytest.fixture(autouse=True)
-def restore_logging():
-    """main() installs its stderr handler on the root logger: put pytest's back afterwards."""
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
 
 
 def read_bp(path: Path) -> list[Event]:
     return [bp.parse_line(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-@pytest.fixture
-async def pg_db(postgres_dsn: str) -> AsyncIterator[str]:
-    asyncpg = pytest.importorskip("asyncpg")
-    name = f"streamer_test_{uuid.uuid4().hex[:12]}"
-    admin = await asyncpg.connect(postgres_dsn)
-    await admin.execute(f"CREATE DATABASE {name}")
-    try:
-        yield postgres_dsn.rsplit("/", 1)[0] + f"/{name}"
-    finally:
-        await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        await admin.close()
 
 
 # ---------------------------------------------------------------- item 1: PostgreSQL column widths

@@ -12,11 +12,9 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
 
 from streamer.events import bp, canonical, jsonenc, native
 from streamer.events.event import Event, content_id, ensure_ids

@@ -14,7 +14,7 @@ import pytest
 
 import dbcompare
 from dbstream import NAMES, golden_events, synthetic
-from test_db import assert_same, golden_snapshot, load, pg_db, pg_snapshot  # noqa: F401  (fixture)
+from test_db import assert_same, golden_snapshot, load, pg_snapshot
 from test_db_tools import _copy_submit_dir
 from test_replay_db import replay, without_total_memory
 from streamer.endpoints import create_endpoint

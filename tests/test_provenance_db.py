@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
-import uuid
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -110,16 +109,6 @@ async def test_unknown_keys_are_kept_in_extra(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------- PostgreSQL
 
-@pytest.fixture
-async def pg_db(postgres_dsn: str) -> AsyncIterator[str]:
-    name = f"streamer_test_{uuid.uuid4().hex[:12]}"
-    admin = await asyncpg.connect(postgres_dsn)
-    await admin.execute(f"CREATE DATABASE {name}")
-    try:
-        yield postgres_dsn.rsplit("/", 1)[0] + f"/{name}"
-    finally:
-        await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        await admin.close()
 
 
 async def pg_rows(dsn: str) -> dict[str, dict[str, dict[str, Any]]]:

@@ -3,23 +3,14 @@
 from __future__ import annotations
 
 import json
-import logging
 import os
 from pathlib import Path
 
-import pytest
 
 from streamer.cli import main
 from streamer.synth import generate
 
 
-@pytest.fixture(autouse=True)
-def restore_logging():
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
 
 
 def snapshot(directory: Path) -> dict[str, tuple[int, int]]:

@@ -21,7 +21,7 @@ import pytest
 
 import dbcompare
 from dbstream import golden_events
-from test_db import assert_same, golden_snapshot, pg_db, pg_snapshot  # noqa: F401  (fixture)
+from test_db import assert_same, golden_snapshot, pg_snapshot
 from streamer.endpoints import EndpointError, create_endpoint
 from streamer.endpoints.resilience import DEADLOCK, LOCK_TIMEOUT, RetryPolicy, RetryStats, TransientError, retrying
 

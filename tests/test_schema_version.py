@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from test_db import pg_db  # noqa: F401  (fixture)
 from streamer.synth.dagjobstate import write_plain_dag
 
 ADMIN = [sys.executable, "-m", "Pegasus.cli.pegasus-db-admin"]

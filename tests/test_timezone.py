@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-import os
 import shutil
 import time
 from pathlib import Path
@@ -14,13 +12,6 @@ from streamer.cli import main
 from streamer.events import bp
 
 
-@pytest.fixture(autouse=True)
-def restore_logging():
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
 
 
 @pytest.fixture

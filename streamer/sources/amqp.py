@@ -51,6 +51,20 @@ def binding_keys(events: str | None) -> list[str]:
     return ["#"] if "#" in keys else keys
 
 
+def decode_message(body: bytes) -> Any:
+    """The event of a message in monitord's JSON form (with or without `event_id`); ValueError if none."""
+    try:
+        obj = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise ValueError(str(exc)) from None
+    if not isinstance(obj, dict):
+        raise ValueError("not a JSON object")
+    try:
+        return jsonenc.from_dict(obj)
+    except jsonenc.JSONError as exc:
+        raise ValueError(str(exc)) from None
+
+
 class AMQPSource(Source):
     """Events from an AMQP exchange (or a named queue), decoded from monitord JSON."""
 
@@ -147,11 +161,8 @@ class AMQPSource(Source):
         events = []
         for message in messages:
             try:
-                obj = orjson.loads(message.body)
-                if not isinstance(obj, dict):
-                    raise jsonenc.JSONError("not a JSON object")
-                event = jsonenc.from_dict(obj)
-            except (orjson.JSONDecodeError, jsonenc.JSONError) as exc:
+                event = decode_message(message.body)
+            except ValueError as exc:
                 text = f"message {message.message_id or message.delivery_tag}: not an event: {exc}"
                 log.warning("%s", text)
                 self.warnings.append(text)

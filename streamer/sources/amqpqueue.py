@@ -38,18 +38,15 @@ counted and acknowledged (keeping it would block the queue for ever).
 from __future__ import annotations
 
 import asyncio
-import time
 import logging
 import random
+import time
 from typing import Any, AsyncIterator
 
-import orjson
-
 from ..amqpconn import BrokerUnavailable, connect, parse_target
-from ..endpoints.options import parse_bool
-from ..events import jsonenc
+from ..core.options import parse_bool
 from ..urls import mask
-from .amqp import binding_keys
+from .amqp import binding_keys, decode_message
 from .base import Batch, Source, SourceError
 
 log = logging.getLogger("streamer.collector")
@@ -207,11 +204,8 @@ class QueueSource(Source):
         events = []
         for message in messages:
             try:
-                obj = orjson.loads(message.body)
-                if not isinstance(obj, dict):
-                    raise jsonenc.JSONError("not a JSON object")
-                events.append(jsonenc.from_dict(obj))
-            except (orjson.JSONDecodeError, jsonenc.JSONError) as exc:
+                events.append(decode_message(message.body))
+            except ValueError as exc:
                 self.stats_bad += 1
                 log.warning("%s: message %s: not an event, acknowledged and dropped: %s", self.name,
                             message.message_id or message.delivery_tag, exc)
