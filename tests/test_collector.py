@@ -21,6 +21,7 @@ import pytest
 
 import dbcompare
 from amqphelp import unique
+from test_db import pg_snapshot
 from streamer.config import EndpointSpec
 from streamer.endpoints import EndpointError, create_endpoint
 from streamer.endpoints.base import Endpoint
@@ -102,14 +103,6 @@ async def _consumers(channel: Any, queue: str, count: int) -> None:
     while (await channel.declare_queue(queue, passive=True)).declaration_result.consumer_count < count:
         assert time.monotonic() < deadline, f"never {count} consumers on {queue}"
         await asyncio.sleep(0.05)
-
-
-async def pg_snapshot(dsn: str) -> dbcompare.Snapshot:
-    conn = await asyncpg.connect(dsn)
-    try:
-        return await dbcompare.postgres_snapshot(conn)
-    finally:
-        await conn.close()
 
 
 async def pg_count(dsn: str, table: str) -> int:
