@@ -13,7 +13,7 @@ from . import __version__
 from .config import ConfigError, EndpointSpec, Settings, from_properties, load_toml, normalise_url
 from .endpoints import EndpointError
 from .endpoints.options import help_text as option_help
-from .filters import EventFilter, FilterError
+from .core.filters import EventFilter, FilterError
 from .cli_help import epilog
 from .cli_jobstate import is_jobstate_log, run_jobstate
 from .runtime import run, setup_logging
@@ -83,7 +83,7 @@ def _warn_unmatched(patterns: str | None) -> None:
     """Warn about filter patterns no known event name matches, with the nearest names."""
     from .events.chimbuko import NAMES
     from .events.schema import KNOWN_EVENTS
-    from .filters import unmatched
+    from .core.filters import unmatched
 
     if not patterns:
         return

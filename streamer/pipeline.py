@@ -10,7 +10,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, TextIO
 
-from .bus import Bus, BusError, make_route
+from .core.bus import Bus, BusError, make_route
 from .config import EndpointSpec
 from .endpoints import EndpointError, create_endpoint
 from .endpoints.base import Endpoint

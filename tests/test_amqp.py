@@ -17,7 +17,7 @@ from pamqp.header import ContentHeader
 
 from amqphelp import Capture, Forwarder, unique
 from eventcompare import WALL_CLOCK_EVENTS, differences
-from streamer.bus import Bus, make_route
+from streamer.core.bus import Bus, make_route
 from streamer.endpoints import EndpointError, create_endpoint
 from streamer.endpoints.amqp import MONITORD_EVENTS, AMQPEndpoint, parse_target, routing_key
 from streamer.endpoints.amqp_channel import content_header_frame
@@ -25,7 +25,7 @@ from streamer.events import Event, bp, jsonenc
 from streamer.sources.amqp import AMQPSource, binding_keys
 from streamer.sources.base import SourceError
 from streamer.sources.base import Batch
-from streamer.spool import Spool, SpoolError, SpoolFull
+from streamer.core.spool import Spool, SpoolError, SpoolFull
 
 GOLDEN_NAMES = ["hierarchical_wf_success", "process_wf_failure", "process_wf_success", "sample_wf_held"]
 

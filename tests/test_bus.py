@@ -7,7 +7,7 @@ from typing import Any, AsyncIterator, Sequence
 
 import pytest
 
-from streamer.bus import Bus, BusError, make_route
+from streamer.core.bus import Bus, BusError, make_route
 from streamer.endpoints.base import Endpoint, EndpointError
 from streamer.events import Event
 from streamer.sources.base import Batch, Source

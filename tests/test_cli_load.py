@@ -14,7 +14,7 @@ from typing import Sequence
 
 import pytest
 
-from streamer.bus import Bus, BusError, make_route
+from streamer.core.bus import Bus, BusError, make_route
 from streamer.cli import main
 from streamer.endpoints.base import Endpoint, EndpointError
 from streamer.events import Event, bp, jsonenc

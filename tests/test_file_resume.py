@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from streamer.bus import Bus, make_route
+from streamer.core.bus import Bus, make_route
 from streamer.endpoints import EndpointError, create_endpoint
 from streamer.endpoints.files import encode_batch
 from streamer.events import bp

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from streamer.config import ConfigError, from_properties, load_toml, normalise_url, read_properties
-from streamer.filters import EventFilter, FilterError
+from streamer.core.filters import EventFilter, FilterError
 from streamer.urls import EndpointURL, mask
 
 NAMES = ["stampede.xwf.start", "stampede.xwf.end", "stampede.xwf.map.subwf_job", "stampede.inv.start",

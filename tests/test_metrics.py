@@ -142,7 +142,7 @@ def test_healthz_follows_the_broker(tmp_path: Path) -> None:
 
 def test_healthz_includes_the_source() -> None:
     """A collector whose broker is away is unhealthy even when every endpoint is fine."""
-    from streamer.bus import Bus
+    from streamer.core.bus import Bus
     from streamer.metrics import Metrics
 
     problem: list[str] = []

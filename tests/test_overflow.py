@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Sequence
 
-from streamer.bus import Bus, make_route
+from streamer.core.bus import Bus, make_route
 from streamer.endpoints.base import Endpoint
 from streamer.events import Event
 from streamer.sources.base import Batch

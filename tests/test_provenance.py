@@ -497,7 +497,7 @@ async def test_records_parked_in_an_overflow_file_come_back_unchanged(tmp_path: 
     """A stalled endpoint's records go to its overflow file (JSON) and return equal, nested parts included."""
     from typing import Sequence
 
-    from streamer.bus import Bus, make_route
+    from streamer.core.bus import Bus, make_route
     from streamer.endpoints.base import Endpoint
     from streamer.sources.base import Batch
     from streamer.urls import EndpointURL

@@ -10,7 +10,7 @@ import aio_pika
 import pytest
 
 from amqphelp import Capture, unique
-from streamer.bus import Bus, make_route
+from streamer.core.bus import Bus, make_route
 from streamer.endpoints import create_endpoint
 from streamer.events import Event, chimbuko, jsonenc
 from streamer.sources.amqp import AMQPSource

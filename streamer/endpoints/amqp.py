@@ -50,7 +50,7 @@ from ..amqpconn import _PERMANENT, AMQPTarget, BrokerUnavailable, _reason, _trut
 from ..core.options import OptionError
 from ..core.options import parse_size as _parse_size
 from ..events import Event, jsonenc
-from ..spool import Spool, SpoolError, SpoolFull
+from ..core.spool import Spool, SpoolError, SpoolFull
 from ..urls import EndpointURL
 from .amqp_channel import Item, RawChannel, is_ack
 from .base import Endpoint, EndpointError

@@ -40,7 +40,7 @@ def choice(*values: str) -> Callable[[Any], str]:
 
 
 def parse_filter(value: Any) -> str:
-    from ..filters import EventFilter, FilterError
+    from ..core.filters import EventFilter, FilterError
 
     text = ",".join(str(v) for v in value) if isinstance(value, list) else str(value)
     try:

@@ -22,7 +22,7 @@ import orjson
 
 from ..amqpconn import BrokerUnavailable, connect, parse_target
 from ..events import jsonenc
-from ..filters import EventFilter
+from ..core.filters import EventFilter
 from ..urls import mask
 from .base import Batch, Source, SourceError
 

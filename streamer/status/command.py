@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Callable
 
 from ..config import ConfigError
-from ..filters import EventFilter
+from ..core.filters import EventFilter
 from ..urls import mask
 from .counts import document
 from .progress import SubmitDirProgress

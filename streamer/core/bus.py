@@ -31,13 +31,13 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Sequence
 
-from .endpoints.base import Endpoint
-from .events import Event
-from .core.options import OptionError, size_or_off
-from .core.overflow import OverflowFile
-from .events.codec import JSON_LINES
+from ..endpoints.base import Endpoint
+from ..events import Event
+from .options import OptionError, size_or_off
+from .overflow import OverflowFile
+from ..events.codec import JSON_LINES
 from .filters import EventFilter
-from .sources.base import Batch
+from ..sources.base import Batch
 
 log = logging.getLogger("streamer.bus")
 
