@@ -24,7 +24,8 @@ from streamer.events import Event
 from streamer.events import bp
 from streamer.events.bp import BPError, parse_line
 from streamer.limits import iter_lines
-from streamer.monitor import braindump, kickstart, tracker, yamlguard
+from streamer.monitor import tracker
+from streamer.monitor.parsers import braindump, kickstart, yamlguard
 from streamer.synth.generate import generate
 from streamer.urls import EndpointURL
 
@@ -106,7 +107,7 @@ def test_deep_multipart_record_and_braindump_are_refused_by_name(tmp_path: Path,
 
 def test_subset_walks_bound_their_own_recursion() -> None:
     """The kickstart-subset loader steps aside past 200 levels instead of recursing on."""
-    from streamer.monitor import yamlsub
+    from streamer.monitor.parsers import yamlsub
 
     text = "".join("  " * i + f"a{i}:\n" for i in range(300)) + "  " * 300 + "x: 1\n"
     with pytest.raises(yamlsub.Unsupported, match="nesting too deep at line 201"):

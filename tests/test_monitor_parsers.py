@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from streamer.monitor import braindump, dagman, jobstate, kickstart, staticbp, submitfile
+from streamer.monitor.parsers import braindump, dagman, jobstate, kickstart, staticbp, submitfile
 
 
 # ---------------------------------------------------------------- dagman.out

@@ -15,7 +15,7 @@ import pytest
 from conftest import unavailable
 from eventcompare import differences
 from streamer.events import Event, bsonenc
-from streamer.monitor.dagman import LineParser
+from streamer.monitor.parsers.dagman import LineParser
 from streamer.monitor.engineopts import EngineOptions
 from streamer.monitor.engine.job import Job
 from streamer.monitor.engine.workflow import Workflow

@@ -9,7 +9,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamer.monitor import kickstart, yamlsub
+from streamer.monitor.parsers import kickstart, yamlsub
 from streamer.synth import SCENARIOS, generate
 
 

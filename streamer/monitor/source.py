@@ -31,7 +31,7 @@ import orjson
 from ..atomic import write_atomically
 from ..core.dbnaming import default_db_url
 from ..sources.base import Batch, Source
-from . import braindump, plaindag
+from .parsers import braindump, plaindag
 from .engineopts import DEFAULT, EngineOptions
 from .runner import SNAPSHOT_INTERVAL, ProcessRunner, Step, ThreadRunner, make_runner
 from .tracker import READ_SIZE

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..limits import MAX_LINE
-from . import plaindag
-from .dagman import BadTime, LineParser
+from .parsers import plaindag
+from .parsers.dagman import BadTime, LineParser
 from .engine.workflow import Workflow, WorkflowError
 from .engineopts import DEFAULT, EngineOptions
 

@@ -94,7 +94,7 @@ def make_plan(argv: list[str], *, home: str | None = None) -> Plan | int:
     if not run_dir.is_dir():
         sys.stderr.write(f"streamer monitord: error: run directory {run_dir} does not exist\n")
         return 1
-    from ..monitor import braindump
+    from ..monitor.parsers import braindump
 
     try:
         params = braindump.load(run_dir)

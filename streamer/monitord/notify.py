@@ -36,7 +36,7 @@ from typing import Any, Iterable
 
 from ..events import Event
 from ..limits import iter_lines
-from ..monitor import braindump
+from ..monitor.parsers import braindump
 from .files import isodate
 
 log = logging.getLogger("streamer.monitord")

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from ..monitor import braindump
+from ..monitor.parsers import braindump
 from ..monitor.source import STATE_FILE
 from ..urls import EndpointURL, mask
 from .watch import finished_dir

@@ -37,7 +37,7 @@ from typing import Any
 
 from ..core.dbnaming import stampede_db_path
 from ..events import Event
-from ..monitor import plaindag
+from ..monitor.parsers import plaindag
 
 RE_INTERNAL = re.compile(r"^(\d+)\s+INTERNAL\s+\*\*\*\s+([A-Z_]+)(?:\s+(\S+))?\s+\*\*\*\s*$")
 RE_NODE = re.compile(r"^(\d+)\s+(\S+)\s+([A-Z_]+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*$")
@@ -294,7 +294,7 @@ def converter_for(log_path: Path) -> DagmanJobstate:
     wf_uuid = dag_name = None
     if plaindag.has_braindump(log_path.parent):
         try:
-            from ..monitor import braindump
+            from ..monitor.parsers import braindump
 
             params = braindump.load(log_path.parent)
             wf_uuid, dag_name = params.get("wf_uuid"), params.get("dag")

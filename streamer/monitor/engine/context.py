@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .. import kickstart, plaindag
+from ..parsers import kickstart, plaindag
 from ..engineopts import DEFAULT as DEFAULT_OPTIONS, EngineOptions
 
 Emit = Callable[[str, dict[str, Any]], None]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .. import kickstart
+from ..parsers import kickstart
 from .context import Context, Emit
 from .dagfile import DagFile, DagJob
 from .job import MAX_OUTPUT_LENGTH, Job, job_fields, read_text

@@ -8,8 +8,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .. import kickstart, submitfile
-from ..jobstate import state_line
+from ..parsers import kickstart, submitfile
+from ..parsers.jobstate import state_line
 from .context import Context, Emit
 from .dagfile import DagFile, DagJob
 from .job import MAX_OUTPUT_LENGTH, Job, job_fields

@@ -10,7 +10,7 @@ import re
 import socket
 from typing import Any
 
-from .. import kickstart
+from ..parsers import kickstart
 from .context import Context, Emit
 from .dagfile import DagFile
 from .invocations import Invocations

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from .. import plaindag, staticbp
+from ..parsers import plaindag, staticbp
 from .context import Context, Emit
 
 SubwfLink = Callable[[str, str, str, int, Any], None]

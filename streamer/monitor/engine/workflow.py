@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from .. import jobstate
-from ..dagman import LineParser, classify
+from ..parsers import jobstate
+from ..parsers.dagman import LineParser, classify
 from ..engineopts import DEFAULT as DEFAULT_OPTIONS, EngineOptions
 from . import dagfile
 from .context import Context, Identity, Warn, WorkflowError
