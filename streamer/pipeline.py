@@ -16,6 +16,7 @@ from .endpoints import EndpointError, create_endpoint
 from .endpoints.base import Endpoint
 from .endpoints.deadletter import with_dead_letters
 from .endpoints.waiting import left_behind, waiting_for
+from .events.codec import JSON_LINES
 from .runtime import install_signal_handlers
 from .sources.base import Batch, Source, SourceError
 from .urls import mask
@@ -103,16 +104,17 @@ async def run_pipeline(source: Source, specs: list[EndpointSpec], *, on_error: s
     the progress display (default: `Progress`); `watch`: called with every batch.
     """
     err = stderr or sys.stderr
-    routes = []
     built = [(e, EndpointSpec(url=e.url.raw)) for e in endpoints] if endpoints else build_endpoints(specs, defaults)
     built += extra or []
-    for endpoint, spec in built:
-        routes.append(make_route(endpoint, spec.events, buffer=spec.buffer, batch=spec.batch))
+    # the bus parks events in overflow files with the Stampede codec: it knows records, not events
+    routes = [make_route(endpoint, spec.events, codec=JSON_LINES, buffer=spec.buffer, batch=spec.batch)
+              for endpoint, spec in built]
+    sinks = [endpoint for endpoint, _ in built]
     saved = source.endpoint_marks()
-    for route in routes:  # exactly-once endpoints undo what they wrote after the checkpoint resumed from
-        key = route.endpoint.state_key
+    for endpoint in sinks:  # exactly-once endpoints undo what they wrote after the checkpoint resumed from
+        key = endpoint.state_key
         if key is not None and key in saved:
-            route.endpoint.resume(saved[key])
+            endpoint.resume(saved[key])
     bus = Bus(routes, on_error=on_error, commit=source.commit)
     source.held_downstream = bus.holding  # type: ignore[method-assign]
     shared_exporter = exporter
@@ -128,15 +130,15 @@ async def run_pipeline(source: Source, specs: list[EndpointSpec], *, on_error: s
     def on_stop(signum: int) -> None:
         stopped.append(signum)
         err.write(f"\nstreamer: {signal.Signals(signum).name}: flushing buffered events, then exiting\n")
-        for route in routes:  # say what the flush waits for, and for how long
-            note = waiting_for(route.endpoint)
+        for endpoint in sinks:  # say what the flush waits for, and for how long
+            note = waiting_for(endpoint)
             if note:
                 err.write(f"streamer: {mask(note)}\n")
         err.flush()
         source.stop()
 
     def left() -> list[str]:
-        return [mask(note) for route in routes if (note := left_behind(route.endpoint))]
+        return [mask(note) for endpoint in sinks if (note := left_behind(endpoint))]
 
     if signals:
         install_signal_handlers(on_stop, left)

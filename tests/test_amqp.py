@@ -18,6 +18,7 @@ from pamqp.header import ContentHeader
 from amqphelp import Capture, Forwarder, unique
 from eventcompare import WALL_CLOCK_EVENTS, differences
 from streamer.core.bus import Bus, make_route
+from streamer.events.codec import JSON_LINES
 from streamer.endpoints import EndpointError, create_endpoint
 from streamer.endpoints.amqp import MONITORD_EVENTS, AMQPEndpoint, parse_target, routing_key
 from streamer.endpoints.amqp_channel import content_header_frame
@@ -35,7 +36,7 @@ def golden_events(golden: Path, name: str) -> list[Event]:
 
 
 async def run_bus(endpoint, events: list[Event], batch: int = 500) -> Bus:
-    bus = Bus([make_route(endpoint)])
+    bus = Bus([make_route(endpoint, codec=JSON_LINES)])
     await bus.start()
     for start in range(0, len(events), batch):
         await bus.publish(Batch(events=events[start:start + batch]))
@@ -224,7 +225,7 @@ async def test_unreachable_broker_spools_and_delivers_later(amqp_url: str, golde
                            f"&spool={spool_dir}&retry_max=0.2&drain_timeout=60")
     jsonl = tmp_path / "copy.jsonl"
     other = create_endpoint(f"file://{jsonl}?events=*")
-    bus = Bus([make_route(amqp), make_route(other)])
+    bus = Bus([make_route(amqp, codec=JSON_LINES), make_route(other, codec=JSON_LINES)])
     try:
         async with Capture(amqp_url, exchange) as capture:
             await capture.start()

@@ -8,6 +8,7 @@ from typing import Any, AsyncIterator, Sequence
 import pytest
 
 from streamer.core.bus import Bus, BusError, make_route
+from streamer.events.codec import JSON_LINES
 from streamer.endpoints.base import Endpoint, EndpointError
 from streamer.events import Event
 from streamer.sources.base import Batch, Source
@@ -78,7 +79,7 @@ async def test_every_filter_form_end_to_end_through_the_bus() -> None:
     """One bus, one endpoint per filter form (given as `?events=`), the same stream to all."""
     stream = [Event(name, {"ts": 1, "rep": rep}) for rep in range(3) for name in NAMES]
     endpoints = [Recorder(f"f{i}", events=patterns, batch=4) for i, (patterns, _) in enumerate(FILTER_CASES)]
-    bus = Bus([make_route(e) for e in endpoints])
+    bus = Bus([make_route(e, codec=JSON_LINES) for e in endpoints])
     await bus.start()
     for n in range(0, len(stream), 5):
         await bus.publish(Batch(stream[n:n + 5], position=n))
@@ -92,7 +93,7 @@ async def test_every_filter_form_end_to_end_through_the_bus() -> None:
 
 async def test_explicit_events_argument_overrides_the_url_option() -> None:
     endpoint = Recorder("x", events="stampede.inv.*")
-    route = make_route(endpoint, "stampede.wf.plan")
+    route = make_route(endpoint, "stampede.wf.plan", codec=JSON_LINES)
     bus = Bus([route])
     await bus.start()
     await bus.publish(Batch([Event(n, {"ts": 1}) for n in NAMES]))
@@ -105,7 +106,7 @@ async def test_explicit_events_argument_overrides_the_url_option() -> None:
 async def test_in_order_delivery_and_batches_of_at_most_batch_size() -> None:
     small = Recorder("small", batch=10, buffer=1000)
     big = Recorder("big", batch=1000, buffer=5000)
-    bus = Bus([make_route(small), make_route(big)])
+    bus = Bus([make_route(small, codec=JSON_LINES), make_route(big, codec=JSON_LINES)])
     await bus.start()
     start = 0
     for size in [3, 7, 10, 1, 9, 4, 4, 4, 8, 2] * 20:  # source batches of uneven sizes
@@ -121,7 +122,7 @@ async def test_in_order_delivery_and_batches_of_at_most_batch_size() -> None:
 async def test_a_source_batch_larger_than_the_endpoint_batch_is_delivered_whole_and_in_order() -> None:
     """Route._take never splits a source batch: one of 25 events reaches a batch=10 endpoint as 25."""
     endpoint = Recorder("e", batch=10)
-    bus = Bus([make_route(endpoint)])
+    bus = Bus([make_route(endpoint, codec=JSON_LINES)])
     await bus.start()
     await bus.publish(Batch(numbered(0, 25), position=1))
     await bus.close()
@@ -136,7 +137,7 @@ async def test_stalled_endpoint_without_overflow_holds_the_source_at_buffer_plus
     gate = asyncio.Event()
     fast = Recorder("fast", buffer=100, batch=10)
     stalled = Recorder("stalled", gate, buffer=100, batch=10, overflow="off")
-    bus = Bus([make_route(fast), make_route(stalled)])
+    bus = Bus([make_route(fast, codec=JSON_LINES), make_route(stalled, codec=JSON_LINES)])
     await bus.start()
 
     async def produce() -> None:
@@ -168,7 +169,7 @@ async def test_stalled_endpoint_with_overflow_does_not_slow_the_fast_one(tmp_pat
     async def commit(position: int) -> None:
         commits.append(position)
 
-    bus = Bus([make_route(stalled), make_route(fast)], commit=commit, checkpoint_interval=0)
+    bus = Bus([make_route(stalled, codec=JSON_LINES), make_route(fast, codec=JSON_LINES)], commit=commit, checkpoint_interval=0)
     await bus.start()
     for n in range(100):
         await bus.publish(Batch(numbered(n * 10, 10), position=n))
@@ -192,7 +193,7 @@ async def test_failing_endpoint_with_stop_policy_raises_bus_error_naming_it() ->
     async def commit(position: int) -> None:
         commits.append(position)
 
-    bus = Bus([make_route(good), make_route(bad)], commit=commit, checkpoint_interval=0)
+    bus = Bus([make_route(good, codec=JSON_LINES), make_route(bad, codec=JSON_LINES)], commit=commit, checkpoint_interval=0)
     await bus.start()
     with pytest.raises(BusError) as raised:
         for n in range(200):
@@ -217,7 +218,7 @@ async def test_failing_endpoint_with_isolate_policy_others_get_everything_checkp
     async def commit(position: int) -> None:
         commits.append(position)
 
-    bus = Bus([make_route(good), make_route(bad)], on_error="isolate", commit=commit, checkpoint_interval=0)
+    bus = Bus([make_route(good, codec=JSON_LINES), make_route(bad, codec=JSON_LINES)], on_error="isolate", commit=commit, checkpoint_interval=0)
     await bus.start()
     for n in range(100):
         await bus.publish(Batch(numbered(n * 10, 10), position=n))
@@ -232,7 +233,7 @@ async def test_failing_endpoint_with_isolate_policy_others_get_everything_checkp
 
 
 async def test_every_endpoint_failing_stops_even_under_isolate() -> None:
-    bus = Bus([make_route(Recorder("a", fail_after=0)), make_route(Recorder("b", fail_after=0))],
+    bus = Bus([make_route(Recorder("a", fail_after=0), codec=JSON_LINES), make_route(Recorder("b", fail_after=0), codec=JSON_LINES)],
               on_error="isolate")
     await bus.start()
     with pytest.raises(BusError, match="every endpoint has failed"):
@@ -282,7 +283,7 @@ async def test_commit_only_positions_every_endpoint_acknowledged() -> None:
 
     fast, slow, slower = BatchAcker("fast", 0, batch=5), BatchAcker("slow", 2, batch=5), BatchAcker("slower", 5, batch=15)
     source = ListSource([Batch(batch_events(n), position=n) for n in range(60)], [fast, slow, slower])
-    bus = Bus([make_route(e) for e in (fast, slow, slower)], commit=source.commit, checkpoint_interval=0)
+    bus = Bus([make_route(e, codec=JSON_LINES) for e in (fast, slow, slower)], commit=source.commit, checkpoint_interval=0)
     await bus.start()
     async for batch in source.batches():
         await bus.publish(batch)
@@ -306,7 +307,7 @@ async def test_batches_dropped_by_every_filter_still_advance_the_checkpoint() ->
     async def commit(position: int) -> None:
         commits.append(position)
 
-    bus = Bus([make_route(only_inv)], commit=commit, checkpoint_interval=0)
+    bus = Bus([make_route(only_inv, codec=JSON_LINES)], commit=commit, checkpoint_interval=0)
     await bus.start()
     for n in range(5):
         await bus.publish(Batch(numbered(n, 1), position=n))
@@ -341,7 +342,7 @@ async def test_commits_never_overlap_and_the_last_one_written_is_the_final_posit
         await asyncio.to_thread(save, position)
 
     endpoint = Recorder("e", batch=10)
-    bus = Bus([make_route(endpoint)], commit=commit, checkpoint_interval=0)
+    bus = Bus([make_route(endpoint, codec=JSON_LINES)], commit=commit, checkpoint_interval=0)
     await bus.start()
     for n in range(50):
         await bus.publish(Batch(numbered(n * 10, 10), position=n))

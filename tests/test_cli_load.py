@@ -15,6 +15,7 @@ from typing import Sequence
 import pytest
 
 from streamer.core.bus import Bus, BusError, make_route
+from streamer.events.codec import JSON_LINES
 from streamer.cli import main
 from streamer.endpoints.base import Endpoint, EndpointError
 from streamer.events import Event, bp, jsonenc
@@ -197,7 +198,7 @@ class Broken(Endpoint):
 
 async def test_a_failing_endpoint_is_named_with_its_password_masked(caplog) -> None:
     url = EndpointURL.parse(f"amqp://alice:{SECRET}@127.0.0.1:1/%2F/pegasus")
-    bus = Bus([make_route(Broken(url))])
+    bus = Bus([make_route(Broken(url), codec=JSON_LINES)])
     await bus.start()
     with pytest.raises(BusError) as raised:
         for n in range(100):

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from streamer.core.bus import Bus, make_route
+from streamer.events.codec import JSON_LINES
 from streamer.endpoints import EndpointError, create_endpoint
 from streamer.endpoints.files import encode_batch
 from streamer.events import bp
@@ -36,7 +37,7 @@ def test_mark_is_taken_at_the_committed_position_not_at_the_acknowledged_batch(t
 
     async def run() -> None:
         endpoint = create_endpoint(f"file://{out}")
-        bus = Bus([make_route(endpoint)], commit=commit)
+        bus = Bus([make_route(endpoint, codec=JSON_LINES)], commit=commit)
         await bus.start()
         await bus.publish(Batch(events(0, 10), position="after-10"))
         await bus.publish(Batch(events(10, 15), position=None))  # no position: may be merged with the first

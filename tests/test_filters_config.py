@@ -37,6 +37,19 @@ def test_filter_forms(patterns, expected) -> None:
     assert [n for n in NAMES if EventFilter(patterns).match(n)] == expected
 
 
+def test_unmatched_patterns_are_suggested_under_the_namespaces_of_the_names_given() -> None:
+    """The core knows no `stampede.`: the namespaces come from the names the caller gives."""
+    from streamer.core.filters import unmatched
+
+    names = ["acme.job.start", "acme.job.end", "acme.wf.start", "zeta.job.end"]
+    assert unmatched("job.*,acme.wf.*,wf.start,nothing.here", names) == [
+        ("job.*", ["acme.job.start", "acme.job.end", "zeta.job.end"]),
+        ("wf.start", ["acme.wf.start"]),
+        ("nothing.here", []),
+    ]
+    assert unmatched("job_inst.main.end", NAMES) == [("job_inst.main.end", ["stampede.job_inst.main.end"])]
+
+
 def test_filter_special_characters_are_literal() -> None:
     assert EventFilter("stampede.inv.end").match("stampedeXinvXend") is False
     assert EventFilter("a+b").match("a+b") and not EventFilter("a+b").match("aab")

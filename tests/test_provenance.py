@@ -498,6 +498,7 @@ async def test_records_parked_in_an_overflow_file_come_back_unchanged(tmp_path: 
     from typing import Sequence
 
     from streamer.core.bus import Bus, make_route
+    from streamer.events.codec import JSON_LINES
     from streamer.endpoints.base import Endpoint
     from streamer.sources.base import Batch
     from streamer.urls import EndpointURL
@@ -514,7 +515,7 @@ async def test_records_parked_in_an_overflow_file_come_back_unchanged(tmp_path: 
 
     gate = asyncio.Event()
     endpoint = Stalled(gate)
-    bus = Bus([make_route(endpoint)])
+    bus = Bus([make_route(endpoint, codec=JSON_LINES)])
     await bus.start()
     expected = [event_of(c, r) for c, r in ALL]
     for start in range(0, len(expected), 7):

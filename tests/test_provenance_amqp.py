@@ -11,6 +11,7 @@ import pytest
 
 from amqphelp import Capture, unique
 from streamer.core.bus import Bus, make_route
+from streamer.events.codec import JSON_LINES
 from streamer.endpoints import create_endpoint
 from streamer.events import Event, chimbuko, jsonenc
 from streamer.sources.amqp import AMQPSource
@@ -23,7 +24,7 @@ EVENTS = [chimbuko.event_from_record(r, collection=c) for c, r in ALL]
 
 
 async def run_bus(endpoint, events: list[Event], batch: int = 50) -> None:
-    bus = Bus([make_route(endpoint)])
+    bus = Bus([make_route(endpoint, codec=JSON_LINES)])
     await bus.start()
     for start in range(0, len(events), batch):
         await bus.publish(Batch(events=events[start:start + batch]))

@@ -14,8 +14,10 @@ bounded buffer, task, batching and acknowledgements.
   batches for it are parked in its overflow file on disk (`core/overflow.py`) and
   read back in order when it catches up, so a slow endpoint slows only itself.
   Publishing waits only when that file reaches its cap too (or when overflow
-  is off: `?overflow=off`). The file stores events with the codec the bus
-  gives it (`events.codec.JSON_LINES`): the core knows no Stampede.
+  is off: `?overflow=off`). The file stores records with the codec the route
+  is given (the pipeline gives `events.codec.JSON_LINES`): the bus sees
+  records with a name (`record.Record`), endpoints as `sink.Sink`s and source
+  batches as `record.Batch`es, and knows no Stampede.
 - A failing endpoint is reported with its (masked) name. Policy `stop` (the
   default) ends the run with an error; `isolate` keeps the others running and
   freezes the checkpoint at what the failed endpoint acknowledged, so a rerun
@@ -29,21 +31,21 @@ import logging
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Sequence
+from typing import Any, Awaitable, Callable, Generic, Sequence, TypeVar
 
-from ..endpoints.base import Endpoint
-from ..events import Event
+from .filters import EventFilter
 from .options import OptionError, size_or_off
 from .overflow import OverflowFile
-from ..events.codec import JSON_LINES
-from .filters import EventFilter
-from ..sources.base import Batch
+from .record import Batch, Codec, Record
+from .sink import Sink
 
 log = logging.getLogger("streamer.bus")
 
 DEFAULT_BUFFER = 50_000
 DEFAULT_BATCH = 5_000
 DEFAULT_OVERFLOW_BYTES = 1 << 30
+
+R = TypeVar("R", bound=Record)
 
 
 class BusError(RuntimeError):
@@ -57,26 +59,31 @@ class RouteStats:
     busy_seconds: float = 0.0
 
 
-class Route:
-    """One endpoint in the bus: its filter, buffer and delivery task."""
+class Route(Generic[R]):
+    """One endpoint in the bus: its filter, buffer and delivery task.
 
-    def __init__(self, endpoint: Endpoint, events: EventFilter, *, buffer: int, batch: int,
+    `codec` writes the records parked in the overflow file; None only with the overflow off."""
+
+    def __init__(self, endpoint: Sink[R], events: EventFilter, *, buffer: int, batch: int, codec: Codec[R] | None,
                  overflow_bytes: int = DEFAULT_OVERFLOW_BYTES, overflow_dir: str | None = None) -> None:
+        if overflow_bytes > 0 and codec is None:
+            raise ValueError(f"endpoint {endpoint.name}: an overflow file needs a codec (or overflow=off)")
         self.endpoint = endpoint
+        self.codec = codec
         self.filter = events
         self.capacity = max(1, buffer)
         self.batch_max = max(1, batch)
-        self.pending: deque[tuple[int, list[Event]]] = deque()
+        self.pending: deque[tuple[int, Sequence[R]]] = deque()
         self.buffered = 0
         self.acked_seq = 0
         self.written_seq = 0
         self.hold_from: int | None = None
-        """First source batch of a write whose events the endpoint still holds (`Endpoint.holding`)."""
+        """First source batch of a write whose events the endpoint still holds (`Sink.holding`)."""
         self.failed: BaseException | None = None
         self.stats = RouteStats()
         self.overflow_bytes = overflow_bytes
         self.overflow_dir = overflow_dir
-        self.overflow: OverflowFile[Event] | None = None
+        self.overflow: OverflowFile[R] | None = None
         self._has_data = asyncio.Event()
         self._has_room = asyncio.Event()
         self._has_room.set()
@@ -90,7 +97,7 @@ class Route:
     def name(self) -> str:
         return self.endpoint.name
 
-    async def put(self, seq: int, events: list[Event]) -> None:
+    async def put(self, seq: int, events: Sequence[R]) -> None:
         """Queue the events of source batch `seq` that pass the filter.
 
         Memory first; when that is full, the overflow file (order kept: once
@@ -113,7 +120,8 @@ class Route:
                 break
             if self.overflow_bytes > 0 and not (self.overflow is not None and self.overflow.full):
                 if self.overflow is None:
-                    self.overflow = OverflowFile(self.overflow_dir, "route", self.overflow_bytes, JSON_LINES)
+                    assert self.codec is not None  # checked in __init__
+                    self.overflow = OverflowFile(self.overflow_dir, "route", self.overflow_bytes, self.codec)
                     log.info("endpoint %s is behind: parking events in %s", self.name, self.overflow.path)
                 self.overflow.append(seq, events)
                 break
@@ -129,7 +137,7 @@ class Route:
             self.pending.append((seq, events))
             self.buffered += len(events)
 
-    def _take(self) -> tuple[int, list[Event], list[tuple[int, int]]]:
+    def _take(self) -> tuple[int, list[R], list[tuple[int, int]]]:
         """Whole source batches up to `batch_max` events: (last seq, events, [(seq, end index)])."""
         seq, events = self.pending.popleft()
         taken = list(events)
@@ -141,7 +149,7 @@ class Route:
         return seq, taken, groups
 
     async def run(self, on_ack: Callable[[], None],
-                  on_delivered: Callable[[Route, list[tuple[int, int]]], None] | None = None) -> None:
+                  on_delivered: Callable[[Route[R], list[tuple[int, int]]], None] | None = None) -> None:
         while True:
             self._refill()
             if not self.pending:
@@ -211,9 +219,10 @@ class Route:
 class Bus:
     """Fan-out of source batches to routes, with checkpoints committed to the source."""
 
-    routes: list[Route]
+    routes: list[Route[Any]]
     on_error: str = "stop"
-    commit: Callable[[Any], Awaitable[None]] | None = None
+    commit: Callable[..., Awaitable[None]] | None = None
+    """The source's commit: `commit(position)`, or `commit(position, marks)` with exact sinks' marks."""
     checkpoint_interval: float = 0.0
     """Seconds between checkpoints at least; 0: after every acknowledgement (a crash then repeats
     at most the batch each endpoint had in flight)."""
@@ -228,7 +237,7 @@ class Bus:
     _committer: asyncio.Task[None] | None = None
     _closed: bool = False
     _commit_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    on_delivered: Callable[[Route, list[tuple[float, int]]], None] | None = None
+    on_delivered: Callable[[Route[Any], list[tuple[float, int]]], None] | None = None
     """Observer (metrics): called after each write with (time published, events) per source batch."""
     _published_at: deque[tuple[int, float]] = field(default_factory=deque)
 
@@ -248,7 +257,7 @@ class Bus:
         self._committer = asyncio.create_task(self._commit_loop(), name="checkpoint")
         self._raise_if_stopped()
 
-    async def _run_route(self, route: Route) -> None:
+    async def _run_route(self, route: Route[Any]) -> None:
         try:
             await route.run(self._ack_event.set, self._delivered if self.on_delivered is not None else None)
         except asyncio.CancelledError:
@@ -256,7 +265,7 @@ class Bus:
         except Exception as exc:  # endpoint failure: report, apply policy
             self._fail(route, exc)
 
-    def _delivered(self, route: Route, groups: list[tuple[int, int]]) -> None:
+    def _delivered(self, route: Route[Any], groups: list[tuple[int, int]]) -> None:
         times, start, published = [], 0, self._published_at
         for seq, end in groups:
             index = seq - published[0][0] if published else -1  # seqs there are consecutive
@@ -266,7 +275,7 @@ class Bus:
         if self.on_delivered is not None:
             self.on_delivered(route, times)
 
-    def lag(self, route: Route) -> float:
+    def lag(self, route: Route[Any]) -> float:
         """Seconds since the oldest source batch `route` has not acknowledged was published (0: none)."""
         if route.acked_seq >= self._seq or route.failed is not None:
             return 0.0
@@ -275,7 +284,7 @@ class Bus:
                 return max(0.0, time.monotonic() - at)
         return 0.0
 
-    def _fail(self, route: Route, exc: BaseException) -> None:
+    def _fail(self, route: Route[Any], exc: BaseException) -> None:
         route.failed = exc
         route.discard()
         message = f"endpoint {route.name} failed: {exc}"
@@ -297,7 +306,7 @@ class Bus:
     def error(self) -> BusError | None:
         return self._error
 
-    async def publish(self, batch: Batch) -> None:
+    async def publish(self, batch: Batch[Record]) -> None:
         """Hand one source batch to every route (waits while a route's buffer is full)."""
         self._raise_if_stopped()
         self._seq += 1
@@ -312,7 +321,7 @@ class Bus:
         self._raise_if_stopped()
 
     def holding(self) -> bool:
-        """An endpoint holds events of a batch back (`Endpoint.holding`): no checkpoint passes that batch."""
+        """An endpoint holds events of a batch back (`Sink.holding`): no checkpoint passes that batch."""
         return any(r.hold_from is not None for r in self.routes)
 
     def acked_seq(self) -> int:
@@ -421,9 +430,10 @@ class Bus:
         return [(r.name, r.stats) for r in self.routes]
 
 
-def make_route(endpoint: Endpoint, events: str | None = None, *, buffer: int | None = None,
-               batch: int | None = None) -> Route:
-    """A route for `endpoint`: filter from `events`, its `?events=` option, or its default.
+def make_route(endpoint: Sink[R], events: str | None = None, *, codec: Codec[R] | None, buffer: int | None = None,
+               batch: int | None = None) -> Route[R]:
+    """A route for `endpoint`: filter from `events`, its `?events=` option, or its default; records parked
+    in its overflow file written with `codec` (the caller's: the bus knows no record format).
 
     Options read here: `buffer` (events in memory), `batch` (events per write),
     `overflow` (`off`, or the byte cap of the overflow file; default 1 GiB),
@@ -439,12 +449,13 @@ def make_route(endpoint: Endpoint, events: str | None = None, *, buffer: int | N
         EventFilter(patterns),
         buffer=int(buffer or endpoint.option("buffer") or DEFAULT_BUFFER),
         batch=int(batch or endpoint.option("batch") or DEFAULT_BATCH),
+        codec=codec,
         overflow_bytes=overflow_bytes,
         overflow_dir=endpoint.option("overflow_dir"),
     )
 
 
-async def publish_all(bus: Bus, batches: Sequence[Batch]) -> None:
+async def publish_all(bus: Bus, batches: Sequence[Batch[Record]]) -> None:
     """Convenience for tests and small tools: publish a list of batches."""
     for batch in batches:
         await bus.publish(batch)

@@ -1,4 +1,4 @@
-"""Event-name filters: `stampede.xwf.*,stampede.inv.end,!stampede.inv.start`.
+"""Record-name filters: `stampede.xwf.*,stampede.inv.end,!stampede.inv.start`.
 
 - `*` matches any run of characters, dots included; `?` exactly one character;
 - a comma-separated list is OR-ed; `!pattern` excludes (exclusions win);
@@ -66,12 +66,14 @@ class EventFilter:
 
 
 def unmatched(patterns: str, known: Iterable[str]) -> list[tuple[str, list[str]]]:
-    """The include patterns of `patterns` that match none of the `known` event names, each with the
-    nearest known names (`job_inst.main.end` -> `stampede.job_inst.main.end`): a filter that can never
-    pass an event is almost always a typo."""
+    """The include patterns of `patterns` that match none of the `known` names, each with the nearest
+    known names: first the pattern under a namespace of the known names (their first dotted part:
+    `job_inst.main.end` -> `stampede.job_inst.main.end`), else the closest spellings. A filter that
+    can never pass an event is almost always a typo. The caller gives the names (the core knows none)."""
     import difflib
 
     names = list(known)
+    namespaces = list(dict.fromkeys(name.split(".", 1)[0] + "." for name in names if "." in name))
     out = []
     for item in (p.strip() for p in patterns.split(",")):
         if not item or item.startswith("!"):
@@ -79,8 +81,8 @@ def unmatched(patterns: str, known: Iterable[str]) -> list[tuple[str, list[str]]
         compiled = _compile(item)
         if any(compiled.match(name) for name in names):
             continue
-        prefixed = _compile("stampede." + item)
-        near = [name for name in names if prefixed.match(name)][:3]
+        prefixed = [_compile(namespace + item) for namespace in namespaces]
+        near = [name for name in names if any(p.match(name) for p in prefixed)][:3]
         if not near:
             near = difflib.get_close_matches(item.replace("*", "").replace("?", ""), names, n=3, cutoff=0.6)
         out.append((item, near))

@@ -15,7 +15,7 @@ import os
 import tempfile
 from collections import deque
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Generic, Sequence, TypeVar
 
 from .record import Codec
 
@@ -44,7 +44,7 @@ class OverflowFile(Generic[R]):
     def full(self) -> bool:
         return self.size >= self.max_bytes
 
-    def append(self, seq: int, events: list[R]) -> None:
+    def append(self, seq: int, events: Sequence[R]) -> None:
         prefix = str(seq).encode() + b"\t"
         if events:
             encode = self.codec.encode

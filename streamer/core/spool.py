@@ -29,7 +29,7 @@ import os
 import struct
 import zlib
 from pathlib import Path
-from typing import Sequence
+from typing import BinaryIO, Sequence
 
 __all__ = ["Spool", "SpoolError", "SpoolFull"]
 
@@ -74,7 +74,7 @@ class Spool:
         """Bytes of those records (headers included): what `max_bytes` bounds."""
         self._segments: list[int] = []
         self._head = (0, 0)
-        self._writer = None
+        self._writer: BinaryIO | None = None
         self._recover()
 
     # ------------------------------------------------------------ recovery
@@ -146,7 +146,7 @@ class Spool:
         self.records += len(records)
         self.size += len(data)
 
-    def _tail_writer(self):
+    def _tail_writer(self) -> BinaryIO:
         """The open tail segment, starting a new one when it is too big."""
         if self._writer is not None and self._writer.tell() < self.segment_bytes:
             return self._writer
