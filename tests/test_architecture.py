@@ -88,7 +88,8 @@ def test_ruff_is_clean() -> None:
 
 MYPY_CLEAN = ["streamer/monitor/engine", "streamer/monitor/runner.py", "streamer/endpoints/ids.py",
               "streamer/endpoints/plan.py", "streamer/endpoints/rows.py", "streamer/endpoints/loader.py",
-              "streamer/endpoints/amqp_channel.py", "streamer/events/codec.py", "streamer/pipeline.py",
+              "streamer/endpoints/amqp_channel.py", "streamer/endpoints/__init__.py", "streamer/events/codec.py",
+              "streamer/pipeline.py",
               "streamer/sources/base.py"]
 """These clean (streamer/core: strict, below). Modules join the list as their types are fixed."""
 

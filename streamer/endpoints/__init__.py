@@ -1,44 +1,97 @@
-"""Endpoint registry: URL scheme -> endpoint class (imported lazily)."""
+"""Endpoint registry: URL scheme -> endpoint class, computed from the classes' own `schemes`.
+
+`CLASSES` lists every endpoint class, cheapest import first; each class
+declares its URL schemes (`schemes`) and its options (`declared_options`,
+data in `options.py`). A scheme is looked up by importing the classes in that
+order until one claims it, so `file://` never imports the AMQP or MySQL
+drivers; an unknown scheme imports them all to name the known ones.
+"""
 
 from __future__ import annotations
 
 import importlib
+import threading
 from typing import Any
 
 from ..urls import EndpointURL, with_password
 from .base import Endpoint, EndpointError
 from .options import OptionError, validate
 
-# scheme -> "module:Class"; modules are imported only when a URL uses them, so a
-# missing optional driver never breaks the other endpoints.
-REGISTRY: dict[str, str] = {
-    "file": "streamer.endpoints.files:FileEndpoint",
-    "term": "streamer.endpoints.terminal:TerminalEndpoint",
-    "amqp": "streamer.endpoints.amqp:AMQPEndpoint",
-    "amqps": "streamer.endpoints.amqp:AMQPEndpoint",
-    "postgresql": "streamer.endpoints.postgres:PostgresEndpoint",
-    "postgres": "streamer.endpoints.postgres:PostgresEndpoint",
-    "sqlite": "streamer.endpoints.sqlite:SQLiteEndpoint",
-    "mysql": "streamer.endpoints.mysql:MySQLEndpoint",
-    "mariadb": "streamer.endpoints.mysql:MySQLEndpoint",
-    "mysql+pymysql": "streamer.endpoints.mysql:MySQLEndpoint",
-    "mysql+mysqldb": "streamer.endpoints.mysql:MySQLEndpoint",
-    "mysql+asyncmy": "streamer.endpoints.mysql:MySQLEndpoint",
-    "mariadb+pymysql": "streamer.endpoints.mysql:MySQLEndpoint",
-}
+CLASSES: tuple[str, ...] = (
+    "streamer.endpoints.files:FileEndpoint",
+    "streamer.endpoints.terminal:TerminalEndpoint",
+    "streamer.endpoints.sqlite:SQLiteEndpoint",
+    "streamer.endpoints.postgres:PostgresEndpoint",
+    "streamer.endpoints.amqp:AMQPEndpoint",
+    "streamer.endpoints.mysql:MySQLEndpoint",
+)
+"""Every endpoint class (`module:Class`), in the order they are imported to resolve a scheme."""
+
+HIDDEN = frozenset({"term"})
+"""Schemes left out of "known: ..." lists (`term:` is written `-` on the command line)."""
+
+
+class Registry:
+    """Scheme -> class for a list of `module:Class` targets, imported in order as schemes are asked for."""
+
+    def __init__(self, targets: tuple[str, ...]) -> None:
+        self._lock = threading.RLock()
+        self._pending = list(targets)
+        self._by_scheme: dict[str, type[Endpoint]] = {}
+        self.unavailable: dict[str, str] = {}
+        """`module:Class` -> why it could not be imported (a driver missing)."""
+
+    def _load(self, target: str) -> None:
+        module_name, class_name = target.split(":")
+        try:
+            cls = getattr(importlib.import_module(module_name), class_name)
+        except ModuleNotFoundError as exc:
+            self.unavailable[target] = str(exc)
+            return
+        if not cls.schemes:
+            raise TypeError(f"{target} declares no URL scheme (`schemes`)")
+        for scheme in cls.schemes:
+            other = self._by_scheme.get(scheme)
+            if other is not None and other is not cls:
+                raise TypeError(f"{scheme}:// is claimed by both {other.__name__} and {class_name}")
+            self._by_scheme[scheme] = cls
+
+    def resolve(self, scheme: str) -> type[Endpoint] | None:
+        """The class of `scheme`, importing classes until one claims it."""
+        with self._lock:
+            while scheme not in self._by_scheme and self._pending:
+                self._load(self._pending.pop(0))
+            return self._by_scheme.get(scheme)
+
+    def table(self) -> dict[str, type[Endpoint]]:
+        """Every scheme and its class (imports every class)."""
+        with self._lock:
+            while self._pending:
+                self._load(self._pending.pop(0))
+            return dict(self._by_scheme)
+
+
+REGISTRY = Registry(CLASSES)
+
+
+def known_schemes() -> list[str]:
+    """The schemes to name in messages, sorted (imports every endpoint module)."""
+    return sorted(s for s in REGISTRY.table() if s not in HIDDEN)
+
+
+def unknown_scheme(scheme: str, where: str = "") -> str:
+    """`unknown endpoint scheme 'x'[ in WHERE] (known: ...)`, naming endpoints a missing driver left out."""
+    known = known_schemes()
+    missing = "".join(f"; {target.split(':')[0]} not available ({why})" for target, why in REGISTRY.unavailable.items())
+    place = f" in {where}" if where else ""
+    return f"unknown endpoint scheme {scheme!r}{place} (known: {', '.join(known)}){missing}"
 
 
 def endpoint_class(scheme: str) -> type[Endpoint]:
-    target = REGISTRY.get(scheme)
-    if target is None:
-        known = ", ".join(sorted(s for s in REGISTRY if s != "term"))
-        raise EndpointError(f"unknown endpoint scheme {scheme!r} (known: {known})")
-    module_name, class_name = target.split(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        raise EndpointError(f"endpoint {scheme}:// is not available: {exc}") from None
-    return getattr(module, class_name)
+    cls = REGISTRY.resolve(scheme)
+    if cls is None:
+        raise EndpointError(unknown_scheme(scheme))
+    return cls
 
 
 def create_endpoint(url: str | EndpointURL, options: dict[str, Any] | None = None) -> Endpoint:
@@ -55,4 +108,5 @@ def create_endpoint(url: str | EndpointURL, options: dict[str, Any] | None = Non
     return cls(parsed, checked)
 
 
-__all__ = ["Endpoint", "EndpointError", "REGISTRY", "create_endpoint", "endpoint_class"]
+__all__ = ["CLASSES", "REGISTRY", "Endpoint", "EndpointError", "Registry", "create_endpoint", "endpoint_class",
+           "known_schemes", "unknown_scheme"]

@@ -53,6 +53,7 @@ from ..events import Event, jsonenc
 from ..core.spool import Spool, SpoolError, SpoolFull
 from ..urls import EndpointURL
 from .amqp_channel import Item, RawChannel, is_ack
+from . import options as option_specs
 from .base import Endpoint, EndpointError
 
 log = logging.getLogger("streamer.amqp")
@@ -179,6 +180,7 @@ class AMQPEndpoint(Endpoint):
     """Publishes events to a RabbitMQ exchange with confirms; spools while the broker is away."""
 
     schemes = ("amqp", "amqps")
+    declared_options = option_specs.AMQP
     default_events = MONITORD_EVENTS + ",chimbuko.*"  # monitord's events, and every provenance record
 
     def __init__(self, url: EndpointURL, options: dict[str, Any] | None = None) -> None:

@@ -145,16 +145,9 @@ AMQP = (
     Option("verify", parse_bool, True, "amqps: false skips certificate and host-name checks"),
 )
 
-BY_CLASS: dict[str, tuple[Option, ...]] = {"AMQPEndpoint": AMQP}
-"""Declarations of classes that do not carry a `declared_options` attribute (yet)."""
-
-
 def declared(cls: type) -> tuple[Option, ...]:
-    """Every option an endpoint class takes: the bus's, the common ones and its own."""
-    own = getattr(cls, "declared_options", None)
-    if own is None:
-        own = BY_CLASS.get(cls.__name__, ())
-    return BUS + COMMON + tuple(own)
+    """Every option an endpoint class takes: the bus's, the common ones and its own (`declared_options`)."""
+    return BUS + COMMON + tuple(getattr(cls, "declared_options", None) or ())
 
 
 def validate(cls: type, options: dict[str, Any], where: str) -> dict[str, Any]:

@@ -231,17 +231,17 @@ def timeout_options(props: Properties, name: str | None, scheme: str) -> dict[st
 
 
 def _check_url(props: Properties, key: str, url: str) -> str:
-    from ..endpoints import REGISTRY
+    from ..endpoints import EndpointError, endpoint_class, unknown_scheme
 
     try:
         url = normalise_url(url)
     except ValueError as exc:
         raise ConfigError(f"{props.where(key)}: {key}: {mask(str(exc))}") from None
     scheme = url.split(":", 1)[0].lower()
-    if scheme not in REGISTRY:
-        known = ", ".join(sorted(s for s in REGISTRY if s != "term"))
-        raise ConfigError(f"{props.where(key)}: {key}: unknown endpoint scheme {scheme!r} in {mask(url)} "
-                          f"(known: {known})")
+    try:
+        endpoint_class(scheme)
+    except EndpointError:
+        raise ConfigError(f"{props.where(key)}: {key}: {unknown_scheme(scheme, mask(url))}") from None
     return url
 
 
