@@ -32,7 +32,7 @@ class RunResult:
     delivered: list[tuple[str, int, BaseException | None]] = field(default_factory=list)
     interrupted: int | None = None
     stats: list[tuple[str, Any]] = field(default_factory=list)
-    """(endpoint name, `bus.RouteStats`) per endpoint."""
+    """(endpoint name, `core.bus.RouteStats`) per endpoint."""
 
 
 class Progress:

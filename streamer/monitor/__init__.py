@@ -1,10 +1,11 @@
 """The workflow monitor: a Pegasus submit directory -> Stampede events, like pegasus-monitord.
 
-Modules: `braindump`, `staticbp`, `dagman` (line classifier), `submitfile`,
-`kickstart` (YAML/XML records), `jobstate` (jobstate.log writer/reader),
-`job` + `workflow` (the per-workflow state machine), `tracker` (all
-workflows of a run, sub-workflow discovery, offsets) and `source`
-(`WorkflowSource`, the asyncio source with checkpoints).
+Packages and modules: `parsers` (files -> values: `dagman` line classifier,
+`braindump`, `staticbp`, `submitfile`, `kickstart` YAML/XML records,
+`plaindag`, `jobstate` writer/reader), `engine` (one workflow's lines ->
+events, one module per concern), `tracker` (all workflows of a run,
+sub-workflow discovery, offsets), `runner` (thread or child process) and
+`source` (`WorkflowSource`, the asyncio source with checkpoints).
 """
 
 from .source import WorkflowSource
