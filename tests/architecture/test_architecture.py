@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "streamer"
 MAX_LINES = 600
 DATA_TABLES = {"endpoints/stampede_schema.py", "endpoints/stampede_schema_mysql.py", "endpoints/provenance_schema.py"}
@@ -32,6 +32,30 @@ def test_no_module_in_the_package_exceeds_600_lines() -> None:
     assert over == {}, f"modules over {MAX_LINES} lines (split them by concern): {over}"
     stale = [name for name in PENDING if sizes.get(name, 0) <= MAX_LINES]
     assert stale == [], f"no longer over {MAX_LINES} lines: remove from PENDING: {stale}"
+
+
+TESTS = ROOT / "tests"
+NOT_A_MODULE = {
+    "architecture": "the package's shape as a whole",
+    "deploy": "deploy/ and logstash/, beside the package",
+}
+"""Test directories that name no module of streamer/ (keep this list small)."""
+
+
+def test_tests_mirror_the_package() -> None:
+    """A test module lives in tests/<name>/, where streamer/<name>/ or streamer/<name>.py is what it mainly tests;
+    every test directory is a package (test modules of the same name in two directories stay apart)."""
+    assert sorted(path.name for path in TESTS.glob("test_*.py")) == [], "move these into tests/<package>/"
+    directories = {path.parent.relative_to(TESTS) for path in TESTS.rglob("test_*.py")}
+    assert len(directories) >= 10
+    unmatched = sorted(str(rel) for rel in directories if not (PACKAGE / rel).is_dir()
+                       and not (PACKAGE / rel).with_suffix(".py").is_file() and str(rel) not in NOT_A_MODULE)
+    assert unmatched == [], f"tests/<name>/ with no streamer/<name>/ nor streamer/<name>.py: {unmatched}"
+    no_init = sorted(str(rel) for rel in directories
+                     for package in [rel, *rel.parents] if not (TESTS / package / "__init__.py").is_file())
+    assert no_init == [], f"add __init__.py to: {no_init}"
+    stale = sorted(set(NOT_A_MODULE) - {str(rel) for rel in directories})
+    assert stale == [], f"no tests left in: {stale}"
 
 
 def _imports(path: Path) -> list[tuple[int, str]]:

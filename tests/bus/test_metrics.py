@@ -14,8 +14,8 @@ from typing import Any, Callable
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ownservers import free_port, own_rabbitmq
 from streamer.metrics import MetricsError, parse_address
+from tests.ownservers import free_port, own_rabbitmq
 
 XWF = "1e2a3b4c-0000-4000-8000-0000000000{:02d}"
 

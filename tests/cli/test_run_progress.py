@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from streamer.synth import generate, iter_dagman_chunks
-from test_status_watch import Terminal, terminal  # noqa: F401 - the tmux fixture
+from tests.status.test_status_watch import Terminal, terminal  # noqa: F401 - the tmux fixture
 
 LINE = re.compile(r"^synth: (\d+)/(\d+) jobs · (\d+) running · (\d+) held · (\d+) failed · \d+:\d\d elapsed",
                   re.MULTILINE)

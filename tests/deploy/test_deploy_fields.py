@@ -21,7 +21,7 @@ import pytest
 
 from streamer.events import bp, jsonenc, schema
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 LOGSTASH = ROOT / "logstash"
 PIPELINE = LOGSTASH / "pipeline" / "stampede.conf"

@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 import yaml
 
-from conftest import unavailable
+from tests.conftest import unavailable
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 LOGSTASH = ROOT / "logstash"
 COMPOSE = DEPLOY / "docker-compose.yml"

@@ -20,17 +20,17 @@ import sqlite3
 import subprocess
 import sys
 from collections import Counter
+from contextlib import contextmanager
 from decimal import Decimal
 from pathlib import Path
-from contextlib import contextmanager
 from typing import Any, Iterator
 
 import asyncpg
 import pytest
 
-from conftest import PG_HOST, PG_PORT
+from tests.conftest import PG_HOST, PG_PORT
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 INIT = ROOT / "deploy" / "postgres" / "init" / "10-roles.sh"
 BUILDER = ROOT / "deploy" / "grafana" / "build_dashboards.py"
 DASHBOARD = ROOT / "deploy" / "grafana" / "dashboards" / "stampede-db.json"
@@ -146,7 +146,7 @@ async def _admin_run(*statements: str) -> None:
 @contextmanager
 def provisioned() -> Iterator[tuple[str, str]]:
     """A fresh database set up by 10-roles.sh: yields (writer DSN, reader DSN); all dropped after."""
-    from conftest import port_open, unavailable
+    from tests.conftest import port_open, unavailable
 
     if not port_open(PG_HOST, PG_PORT):
         unavailable(f"PostgreSQL not reachable at {PG_HOST}:{PG_PORT}")

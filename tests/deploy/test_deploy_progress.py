@@ -20,7 +20,7 @@ from typing import Any, Iterator
 
 import pytest
 
-import test_deploy_postgres as base
+from tests.deploy import test_deploy_postgres as base
 
 pytestmark = [pytest.mark.postgres, pytest.mark.corpus]
 B = base.B

@@ -28,10 +28,10 @@ import aio_pika
 import aiormq
 import pytest
 
-from conftest import AMQP_HOST, AMQP_PORT, unavailable
 from streamer.events import bp, jsonenc
+from tests.conftest import AMQP_HOST, AMQP_PORT, unavailable
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RABBIT = ROOT / "deploy" / "rabbitmq"
 EXCHANGE = "workflows"
 QUEUE = "workflows-es"
@@ -114,7 +114,7 @@ def render(tmp_path: Path, passwords: dict[str, str]) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
-    from conftest import port_open
+    from tests.conftest import port_open
 
     if not port_open(AMQP_HOST, AMQP_PORT):
         unavailable(f"RabbitMQ not reachable at {AMQP_HOST}:{AMQP_PORT}")

@@ -15,17 +15,16 @@ from pamqp import frame as pframe
 from pamqp.commands import Basic
 from pamqp.header import ContentHeader
 
-from amqphelp import Capture, Forwarder, unique
-from eventcompare import WALL_CLOCK_EVENTS, differences
 from streamer.bus import Bus, make_route
 from streamer.endpoints import EndpointError, create_endpoint
 from streamer.endpoints.amqp import MONITORD_EVENTS, AMQPEndpoint, parse_target, routing_key
 from streamer.endpoints.amqp_channel import content_header_frame
 from streamer.events import Event, bp, jsonenc
 from streamer.sources.amqp import AMQPSource, binding_keys
-from streamer.sources.base import SourceError
-from streamer.sources.base import Batch
+from streamer.sources.base import Batch, SourceError
 from streamer.spool import Spool, SpoolError, SpoolFull
+from tests.amqphelp import Capture, Forwarder, unique
+from tests.eventcompare import WALL_CLOCK_EVENTS, differences
 
 GOLDEN_NAMES = ["hierarchical_wf_success", "process_wf_failure", "process_wf_success", "sample_wf_held"]
 

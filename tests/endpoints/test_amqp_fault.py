@@ -20,10 +20,10 @@ from urllib.parse import quote
 import aio_pika
 import pytest
 
-from amqphelp import unique
-from conftest import AMQP_HOST, AMQP_PORT, unavailable
 from streamer.endpoints import create_endpoint
 from streamer.events import Event, bp
+from tests.amqphelp import unique
+from tests.conftest import AMQP_HOST, AMQP_PORT, unavailable
 
 pytestmark = [pytest.mark.rabbitmq, pytest.mark.corpus]
 

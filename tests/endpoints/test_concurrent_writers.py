@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-import dbcompare
-from dbstream import batches, golden_events
-from test_db import assert_same, golden_snapshot, pg_snapshot
 from streamer.endpoints import create_endpoint
+from tests import dbcompare
+from tests.dbstream import batches, golden_events
+from tests.endpoints.test_db import assert_same, golden_snapshot, pg_snapshot
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 async def _same_workflow_twice(url: str, golden: Path) -> tuple[object, object]:

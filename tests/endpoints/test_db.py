@@ -12,24 +12,20 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any, Sequence
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import dbcompare  # noqa: E402
-from dbstream import NAMES, batches, golden_events, synthetic  # noqa: E402
-
-from streamer.endpoints import EndpointError, create_endpoint  # noqa: E402
-from streamer.endpoints.sqlite import default_path, sqlite_path  # noqa: E402
-from streamer.events import Event  # noqa: E402
+from streamer.endpoints import EndpointError, create_endpoint
+from streamer.endpoints.sqlite import default_path, sqlite_path
+from streamer.events import Event
+from tests import dbcompare
+from tests.dbstream import NAMES, batches, golden_events, synthetic
 
 asyncpg = pytest.importorskip("asyncpg")
 
-HERE = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 
 
 # ---------------------------------------------------------------- helpers
@@ -403,7 +399,7 @@ def _clean_sqlite(tmp_path: Path, golden: Path, copies: int) -> dbcompare.Snapsh
 def _run_and_kill(python: str, url: str, golden: Path, copies: int, size: int, kill_after: int,
                   checkpoint: Path | None) -> None:
     """Start the loader child, SIGKILL it once `kill_after` batches are acknowledged, then rerun it to the end."""
-    args = [python, str(HERE / "dbload_child.py"), url, str(golden), str(copies), str(size)]
+    args = [python, str(TESTS / "dbload_child.py"), url, str(golden), str(copies), str(size)]
     if checkpoint:
         args.append(str(checkpoint))
     child = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)

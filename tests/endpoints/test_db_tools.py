@@ -26,12 +26,9 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from dbstream import NAMES, golden_events  # noqa: E402
-from test_db import load  # noqa: E402
-
-from streamer.endpoints.stampede_schema import WIDENED  # noqa: E402
+from streamer.endpoints.stampede_schema import WIDENED
+from tests.dbstream import NAMES, golden_events
+from tests.endpoints.test_db import load
 
 pytest.importorskip("Pegasus", reason="pegasus-wms (test extra) not installed")
 asyncpg = pytest.importorskip("asyncpg")

@@ -31,10 +31,10 @@ import aio_pika
 import asyncpg
 import pytest
 
-import dbcompare
-from amqphelp import unique
-from ownservers import own_postgres, own_rabbitmq
 from streamer.synth import generate, iter_dagman_chunks
+from tests import dbcompare
+from tests.amqphelp import unique
+from tests.ownservers import own_postgres, own_rabbitmq
 
 
 def follow_cmd(submit: Path, state: Path, *dests: str, follow: bool = True) -> list[str]:

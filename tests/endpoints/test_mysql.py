@@ -12,15 +12,15 @@ from typing import Any, AsyncIterator
 
 import pytest
 
-import dbcompare
-from dbstream import NAMES, golden_events, synthetic
-from test_db import assert_same, golden_snapshot, load, pg_snapshot
-from test_db_tools import _copy_submit_dir
-from test_replay_db import replay, without_total_memory
 from streamer.endpoints import create_endpoint
-from streamer.endpoints.stampede_schema import WIDENED
 from streamer.endpoints.mysql import MySQLEndpoint, parse_target
+from streamer.endpoints.stampede_schema import WIDENED
 from streamer.urls import EndpointURL
+from tests import dbcompare
+from tests.dbstream import NAMES, golden_events, synthetic
+from tests.endpoints.test_db import assert_same, golden_snapshot, load, pg_snapshot
+from tests.endpoints.test_db_tools import _copy_submit_dir
+from tests.monitor.test_replay_db import replay, without_total_memory
 
 asyncmy = pytest.importorskip("asyncmy")
 
@@ -253,7 +253,7 @@ async def test_connection_killed_between_batches_is_retried(golden: Path, mysql_
 @pytest.mark.parametrize("resume", ["from-start", "from-checkpoint"])
 async def test_kill9_then_resume_equals_clean_load(mysql_db: str, tmp_path: Path, golden: Path, python: str,
                                                     resume: str) -> None:
-    from test_db import COPIES, KILL_AFTER, SIZE, _clean_sqlite, _run_and_kill
+    from tests.endpoints.test_db import COPIES, KILL_AFTER, SIZE, _clean_sqlite, _run_and_kill
 
     checkpoint = tmp_path / "ckpt" if resume == "from-checkpoint" else None
     await asyncio.to_thread(_run_and_kill, python, mysql_db, golden, COPIES, SIZE, KILL_AFTER, checkpoint)

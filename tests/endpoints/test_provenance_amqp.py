@@ -9,13 +9,13 @@ from pathlib import Path
 import aio_pika
 import pytest
 
-from amqphelp import Capture, unique
 from streamer.bus import Bus, make_route
 from streamer.endpoints import create_endpoint
 from streamer.events import Event, chimbuko, jsonenc
 from streamer.sources.amqp import AMQPSource
 from streamer.sources.base import Batch
 from streamer.synth.provenance import generate
+from tests.amqphelp import Capture, unique
 
 COLLECTIONS = generate(ranks=2, steps=3, per_step=5, seed=3)
 ALL = [(c, r) for c, records in COLLECTIONS.items() for r in records]

@@ -19,11 +19,11 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-import dbcompare
-from dbstream import golden_events
-from test_db import assert_same, golden_snapshot, pg_snapshot
 from streamer.endpoints import EndpointError, create_endpoint
 from streamer.endpoints.resilience import DEADLOCK, LOCK_TIMEOUT, RetryPolicy, RetryStats, TransientError, retrying
+from tests import dbcompare
+from tests.dbstream import golden_events
+from tests.endpoints.test_db import assert_same, golden_snapshot, pg_snapshot
 
 RC_EVENTS = ("stampede.rc.pfn", "stampede.rc.meta", "stampede.wf.map.file")
 

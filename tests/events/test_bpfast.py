@@ -11,9 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamer.events import bp
-
-from fuzz_targets import python_parse
-from test_codecs import corpus_bp_files
+from tests.events.test_codecs import corpus_bp_files
+from tests.fuzz_targets import python_parse
 
 fast = pytest.importorskip("streamer.events._codec", reason="compiled fast paths not built (no C compiler)")
 

@@ -19,7 +19,7 @@ from typing import Any
 from streamer.events import bp, canonical, jsonenc, native
 from streamer.events.event import Event, content_id, ensure_ids
 
-VECTORS = Path(__file__).parent / "data" / "id_vectors_v1.json"
+VECTORS = Path(__file__).resolve().parents[1] / "data" / "id_vectors_v1.json"
 
 CORPUS_IDS_SHA256 = "582396777bf83d44e3711c2ce8d8570babc4da7a707e2775060068fc0980b023"
 """sha256 of `corpus_id_listing` computed by the code before the cut (commit c582f4e), pure and compiled alike."""

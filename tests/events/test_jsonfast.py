@@ -16,8 +16,7 @@ from hypothesis import strategies as st
 from streamer.events import bp, jsonenc
 from streamer.events.event import Event, content_id
 from streamer.events.event import _content_id_python as content_id_python
-
-from test_codecs import corpus_bp_files
+from tests.events.test_codecs import corpus_bp_files
 
 fast = pytest.importorskip("streamer.events._codec", reason="compiled fast paths not built (no C compiler)")
 

@@ -9,8 +9,7 @@ import sys
 from pathlib import Path
 
 from streamer.synth import generate
-
-from test_codecs import corpus_bp_files
+from tests.events.test_codecs import corpus_bp_files
 
 
 def _streamer(args: list[str], *, pure: bool, cwd: Path) -> None:
@@ -51,26 +50,29 @@ def test_replay_emits_the_same_events_pure_or_compiled(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------- the pure-Python run of CI
 
-PURE_LIST = Path(__file__).parent / "pure_python_modules.txt"
+TESTS = Path(__file__).resolve().parents[1]
+PURE_LIST = TESTS / "pure_python_modules.txt"
 
 NOT_IN_PURE_RUN = {  # module -> why scripts/test.sh does not run it a second time in pure mode
-    "test_bpfast.py": "tests the compiled codec itself against the Python path (both run in it)",
-    "test_jsonfast.py": "tests the compiled codec itself against the Python path (both run in it)",
-    "test_pure_python.py": "runs streamer in both modes itself",
-    "test_amqp.py": "server round trips: the codec paths are those of test_codecs",
-    "test_amqp_fault.py": "server faults and restarts: no codec path of its own",
-    "test_db.py": "server round trips: the codec paths are those of test_codecs",
-    "test_mysql.py": "server round trips: the codec paths are those of test_codecs",
-    "test_deploy_fields.py": "deployment templates against the schema: no codec path",
-    "test_deploy_rabbitmq.py": "a RabbitMQ deployment: no codec path of its own",
-    "test_provenance_amqp.py": "server round trips of provenance records (test_provenance runs pure)",
-    "test_provenance_db.py": "server round trips of provenance records (test_provenance runs pure)",
-    "test_monitord_live.py": "a live workflow under signals, minutes long: golden and differential replays run pure",
-    "test_monitord_options.py": "real pegasus-monitord side by side, slow: monitord_cli runs pure",
-    "test_collector.py": "server round trips (RabbitMQ -> PostgreSQL): the codec paths are those of test_codecs",
-    "test_tail_queue.py": "a RabbitMQ queue's acknowledgements: no codec path of its own",
-    "test_first_hour.py": "command-line behaviours (PostgreSQL, resume, options): codec paths of test_codecs and "
-                          "test_cli_load",
+    "tests/events/test_bpfast.py": "tests the compiled codec itself against the Python path (both run in it)",
+    "tests/events/test_jsonfast.py": "tests the compiled codec itself against the Python path (both run in it)",
+    "tests/events/test_pure_python.py": "runs streamer in both modes itself",
+    "tests/endpoints/test_amqp.py": "server round trips: the codec paths are those of test_codecs",
+    "tests/endpoints/test_amqp_fault.py": "server faults and restarts: no codec path of its own",
+    "tests/endpoints/test_db.py": "server round trips: the codec paths are those of test_codecs",
+    "tests/endpoints/test_mysql.py": "server round trips: the codec paths are those of test_codecs",
+    "tests/deploy/test_deploy_fields.py": "deployment templates against the schema: no codec path",
+    "tests/deploy/test_deploy_rabbitmq.py": "a RabbitMQ deployment: no codec path of its own",
+    "tests/endpoints/test_provenance_amqp.py": "server round trips of provenance records (test_provenance runs pure)",
+    "tests/endpoints/test_provenance_db.py": "server round trips of provenance records (test_provenance runs pure)",
+    "tests/monitord/test_monitord_live.py": "a live workflow under signals, minutes long: golden and differential "
+                                            "replays run pure",
+    "tests/monitord/test_monitord_options.py": "real pegasus-monitord side by side, slow: monitord_cli runs pure",
+    "tests/sources/test_collector.py": "server round trips (RabbitMQ -> PostgreSQL): the codec paths are those of "
+                                       "test_codecs",
+    "tests/sources/test_tail_queue.py": "a RabbitMQ queue's acknowledgements: no codec path of its own",
+    "tests/cli/test_first_hour.py": "command-line behaviours (PostgreSQL, resume, options): codec paths of "
+                                    "test_codecs and test_cli_load",
 }
 
 _CODEC_IMPORT = re.compile(r"from streamer\.events import|from streamer\.events\.(bp|jsonenc|event|canonical|native)\b"
@@ -84,14 +86,18 @@ def _pure_list() -> list[str]:
 def test_the_pure_run_covers_every_module_through_the_codec() -> None:
     listed = _pure_list()
     assert listed == sorted(set(listed))
-    tests = Path(__file__).parent
+    root = TESTS.parent
     for entry in listed:
-        assert (tests.parent / entry).is_file(), entry
-    through_codec = {p.name for p in tests.glob("test_*.py") if _CODEC_IMPORT.search(p.read_text())}
+        assert (root / entry).is_file(), entry
+    for entry in NOT_IN_PURE_RUN:
+        assert (root / entry).is_file(), entry
+    through_codec = {p.relative_to(root).as_posix() for p in TESTS.rglob("test_*.py")
+                     if _CODEC_IMPORT.search(p.read_text())}
+    assert len(through_codec) >= 30  # the modules of every tests/<package>/, not only of one directory
+    assert through_codec - set(NOT_IN_PURE_RUN) <= set(listed), "add these to tests/pure_python_modules.txt"
     names = {Path(entry).name for entry in listed}
-    assert through_codec - set(NOT_IN_PURE_RUN) <= names, "add these to tests/pure_python_modules.txt"
     # parse, encode, ids, monitor, golden, fuzz, load: never dropped from the pure run
     assert {"test_codecs.py", "test_ids.py", "test_monitor_golden.py", "test_monitor_parsers.py", "test_fuzz.py",
             "test_cli_load.py", "test_synth.py", "test_hostile_input.py"} <= names
-    script = (tests.parent / "scripts" / "test.sh").read_text()
+    script = (root / "scripts" / "test.sh").read_text()
     assert "STREAMER_PURE_PYTHON=1" in script and "tests/pure_python_modules.txt" in script

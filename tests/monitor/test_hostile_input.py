@@ -20,8 +20,7 @@ import pytest
 
 from streamer.endpoints.files import FileEndpoint
 from streamer.endpoints.terminal import TerminalEndpoint
-from streamer.events import Event
-from streamer.events import bp
+from streamer.events import Event, bp
 from streamer.events.bp import BPError, parse_line
 from streamer.limits import iter_lines
 from streamer.monitor import braindump, kickstart, tracker, yamlguard
@@ -381,7 +380,7 @@ def test_postgres_restarts_mid_load_are_one_line_each_not_tracebacks(tmp_path: P
 
     import psycopg2
 
-    from ownservers import own_postgres
+    from tests.ownservers import own_postgres
 
     directory = generate(tmp_path / "big", jobs=1500, scenario="success", seed=7)
     with own_postgres() as cluster:
@@ -502,7 +501,7 @@ def test_unreadable_inputs_are_named_for_what_they_are(tmp_path: Path) -> None:
 
 @pytest.mark.rabbitmq
 def test_passwords_from_a_file_or_the_environment(amqp_url: str, tmp_path: Path, golden: Path) -> None:
-    from amqphelp import Capture, unique
+    from tests.amqphelp import Capture, unique
 
     source = golden / "sample_wf_held.bp"
     expected = len([line for line in source.read_text().splitlines() if line.strip()])

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from streamer.monitor.source import WorkflowSource
-from test_monitor_golden import fresh_copy
+from tests.monitor.test_monitor_golden import fresh_copy
 
 GHOST = [
     "03/03/23 22:24:05 Submitting HTCondor Node ghost_job job(s)...\n",

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import unavailable
 from streamer.events import bp
 from streamer.synth.generate import generate
-from test_monitor_golden import _without_monitord_lines, match, replay
+from tests.conftest import unavailable
+from tests.monitor.test_monitor_golden import _without_monitord_lines, match, replay
 
 SCENARIOS = ("success", "retry", "held", "held_abort", "evicted", "pre_failure", "post_failure",
              "submit_failure", "rescue", "clustered", "xml_kickstart", "hierarchical")

@@ -6,7 +6,7 @@ import asyncio
 from pathlib import Path
 
 from streamer.monitor.source import WorkflowSource
-from test_monitor_golden import fresh_copy
+from tests.monitor.test_monitor_golden import fresh_copy
 
 
 def _events(directory: Path) -> list:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from streamer.monitor.source import WorkflowSource
-from test_monitor_golden import _without_monitord_lines, fresh_copy, match, replay
 from streamer.events import bp
+from streamer.monitor.source import WorkflowSource
+from tests.monitor.test_monitor_golden import _without_monitord_lines, fresh_copy, match, replay
 
 
 async def _run(source: WorkflowSource, *, stop_after: int | None = None, commit: bool = True) -> list:

@@ -11,7 +11,7 @@ import pytest
 from streamer.monitor import runner, tracker
 from streamer.monitor.source import WorkflowSource
 from streamer.synth import generate
-from test_monitor_source import _run
+from tests.monitor.test_monitor_source import _run
 
 
 @pytest.mark.parametrize("stop_after", [1, 2, 4])

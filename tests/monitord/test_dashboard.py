@@ -27,10 +27,10 @@ from pathlib import Path
 
 import pytest
 
-import cdnassets
-from conftest import unavailable
-from headless import Browser
 from streamer.synth import generate
+from tests import cdnassets
+from tests.conftest import unavailable
+from tests.headless import Browser
 
 USER = "dashtest"
 SERVER = """\

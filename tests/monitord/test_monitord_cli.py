@@ -19,7 +19,7 @@ from streamer.monitord.notify import Matcher, read_notify
 from streamer.synth import generate
 from streamer.synth.notify import PLANNER, write_notify, write_recorder
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_monitord(args: list[str], cwd: Path, home: Path, **kw: object) -> subprocess.CompletedProcess[str]:

@@ -25,14 +25,14 @@ from typing import Any
 
 import pytest
 
-from amqphelp import Capture, unique
-from conftest import AMQP_HOST, AMQP_PORT, port_open, unavailable
-from dbcompare import compare, format_diff, sqlite_snapshot
-from eventcompare import differences
 from streamer.synth import generate
 from streamer.synth.notify import write_notify, write_recorder
-from test_monitor_golden import _without_monitord_lines
-from test_replay_db import without_total_memory
+from tests.amqphelp import Capture, unique
+from tests.conftest import AMQP_HOST, AMQP_PORT, port_open, unavailable
+from tests.dbcompare import compare, format_diff, sqlite_snapshot
+from tests.eventcompare import differences
+from tests.monitor.test_monitor_golden import _without_monitord_lines
+from tests.monitor.test_replay_db import without_total_memory
 
 SCENARIOS = ("success", "retry", "held", "post_failure", "hierarchical", "clustered")
 TIMES = ("PEGASUS_EVENT_TIMESTAMP", "PEGASUS_EVENT_TIMESTAMP_ISO")

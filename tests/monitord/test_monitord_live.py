@@ -18,15 +18,15 @@ from pathlib import Path
 
 import pytest
 
-from amqphelp import Capture, Forwarder, unique
-from conftest import AMQP_PORT
-from dbcompare import compare, format_diff, sqlite_snapshot
 from streamer.monitord.launcher import install
 from streamer.synth import generate
 from streamer.synth.notify import write_notify, write_recorder
-from test_monitor_golden import _without_monitord_lines
+from tests.amqphelp import Capture, Forwarder, unique
+from tests.conftest import AMQP_PORT
+from tests.dbcompare import compare, format_diff, sqlite_snapshot
+from tests.monitor.test_monitor_golden import _without_monitord_lines
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DAGMAN = "synth-0.dag.dagman.out"
 _STAMP = re.compile(r"^(\d\d/\d\d/\d\d \d\d:\d\d:\d\d) ")
 

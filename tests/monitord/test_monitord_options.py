@@ -12,17 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from conftest import unavailable
-from eventcompare import differences
 from streamer.events import Event, bsonenc
 from streamer.monitor.dagman import LineParser
-from streamer.monitor.engineopts import EngineOptions
 from streamer.monitor.engine.job import Job
 from streamer.monitor.engine.workflow import Workflow
+from streamer.monitor.engineopts import EngineOptions
 from streamer.monitord import options, properties
 from streamer.synth import generate
+from tests.conftest import unavailable
+from tests.eventcompare import differences
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DAGMAN_OUT = "synth-0.dag.dagman.out"
 
 

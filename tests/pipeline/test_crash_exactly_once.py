@@ -28,10 +28,10 @@ from pathlib import Path
 import aio_pika
 import pytest
 
-import dbcompare
-from amqphelp import unique
-from test_db import pg_snapshot
 from streamer.synth import generate, iter_dagman_chunks
+from tests import dbcompare
+from tests.amqphelp import unique
+from tests.endpoints.test_db import pg_snapshot
 
 pytestmark = [pytest.mark.postgres, pytest.mark.rabbitmq]
 

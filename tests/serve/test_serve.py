@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import uuid
 import os
 import random
 import shutil
@@ -20,16 +19,17 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-import dbcompare
-from test_db import pg_snapshot
 from streamer import cli
 from streamer.serve.discovery import classify
 from streamer.synth import generate, iter_dagman_chunks
+from tests import dbcompare
+from tests.endpoints.test_db import pg_snapshot
 
 SCENARIOS = ["success", "retry", "held", "held_abort", "evicted", "pre_failure", "post_failure",
              "submit_failure", "clustered", "xml_kickstart"]
@@ -282,7 +282,7 @@ def test_deploy_serve_config_example_is_valid(tmp_path: Path) -> None:
 
     from streamer.serve.config import load_serve_config
 
-    example = Path(__file__).resolve().parent.parent / "deploy" / "systemd" / "streamer.toml.example"
+    example = Path(__file__).resolve().parents[2] / "deploy" / "systemd" / "streamer.toml.example"
     text = example.read_text().replace("/home/pegasus/runs", str(tmp_path))
     (tmp_path / "amqp.password").write_text("secret\n")
     text = text.replace("/etc/streamer/amqp.password", str(tmp_path / "amqp.password"))
@@ -316,7 +316,7 @@ def test_serve_usage_errors_name_the_problem(tmp_path: Path) -> None:
 def test_serve_systemd_unit_verifies(tmp_path: Path) -> None:
     if shutil.which("systemd-analyze") is None:
         pytest.skip("systemd-analyze not installed (the unit is only parsed by systemd)")
-    unit = (Path(__file__).resolve().parent.parent / "deploy" / "systemd" / "streamer-serve.service").read_text()
+    unit = (Path(__file__).resolve().parents[2] / "deploy" / "systemd" / "streamer-serve.service").read_text()
     local = tmp_path / "streamer-serve.service"
     local.write_text(unit.replace("/opt/streamer/bin/streamer", sys.executable))
     done = subprocess.run(["systemd-analyze", "verify", "--man=no", str(local)], capture_output=True, text=True,
@@ -354,9 +354,8 @@ async def test_a_dagman_out_write_wakes_the_workflow_that_owns_it(tmp_path: Path
 def test_serve_metrics_count_every_workflow(tmp_path: Path) -> None:
     """`serve --metrics`: one exporter for all followed workflows: the active count while they run and
     the events a shared endpoint got, equal to what it wrote."""
-    from test_metrics import get, samples
-
-    from ownservers import free_port
+    from tests.bus.test_metrics import get, samples
+    from tests.ownservers import free_port
 
     workflows = make_workflows(tmp_path, 2, set())
     root = tmp_path / "gen"

@@ -19,17 +19,18 @@ import asyncpg
 import orjson
 import pytest
 
-import dbcompare
-from amqphelp import unique
-from test_db import pg_snapshot
 from streamer.config import EndpointSpec
 from streamer.endpoints import EndpointError, create_endpoint
 from streamer.endpoints.base import Endpoint
 from streamer.events import bp, jsonenc
 from streamer.pipeline import run_pipeline
 from streamer.sources.amqpqueue import QueueSource
-from streamer.urls import EndpointURL
 from streamer.synth import generate
+from streamer.urls import EndpointURL
+from tests import dbcompare
+from tests.amqphelp import unique
+from tests.endpoints.test_db import pg_snapshot
+
 
 class Refusing(Endpoint):
     """An endpoint whose writes fail (a database that went away)."""

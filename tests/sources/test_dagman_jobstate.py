@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SHARED, unavailable
 from streamer.sources.dagmanlog import DagmanJobstate, DagmanLogError, workflow_uuid
 from streamer.sources.jobstate import JobstateSource
 from streamer.synth.dagjobstate import LINES, log_text, write_plain_dag
+from tests.conftest import SHARED, unavailable
 
 SEED_001 = SHARED / "seeds" / "001_95b8a5e717ff66ec.txt"
 

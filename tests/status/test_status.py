@@ -120,8 +120,7 @@ def test_event_file_gives_the_same_table(scenario: str, scenario_dirs: dict[str,
 @pytest.mark.parametrize("scenario", ["held_abort", "rescue", "hierarchical"])
 def test_amqp_stream_gives_the_same_table(scenario: str, scenario_dirs: dict[str, Path], tmp_path: Path,
                                           amqp_url: str, condor_q_stub: dict[str, str]) -> None:
-    sys.path.insert(0, str(Path(__file__).parent))
-    from amqphelp import Capture, unique
+    from tests.amqphelp import Capture, unique
 
     run_dir = scenario_dirs[scenario]
     theirs = json.loads(pegasus_status(run_dir, condor_q_stub))
@@ -143,8 +142,7 @@ def test_amqp_stream_gives_the_same_table(scenario: str, scenario_dirs: dict[str
 @pytest.mark.rabbitmq
 def test_amqp_watch_follows_the_stream_until_the_workflows_end(scenario_dirs: dict[str, Path], tmp_path: Path,
                                                                amqp_url: str, condor_q_stub: dict[str, str]) -> None:
-    sys.path.insert(0, str(Path(__file__).parent))
-    from amqphelp import Capture, unique
+    from tests.amqphelp import Capture, unique
 
     theirs = json.loads(pegasus_status(scenario_dirs["retry"], condor_q_stub))["totals"]
     events = replay_to(scenario_dirs["retry"], tmp_path / "events.bp")

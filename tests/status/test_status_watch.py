@@ -18,9 +18,9 @@ from typing import Callable
 
 import pytest
 
-from conftest import unavailable
 from streamer.status.progress import DagmanProgress
 from streamer.synth import generate, iter_dagman_chunks
+from tests.conftest import unavailable
 
 DAG = "synth-0.dag"
 ROW = re.compile(r"^\s*" + re.escape(DAG) + r"\s+\S+\s+" + r"(\d+)\s+" * 7 + r"([\d.]+)\s+(Running|Success|Failure)",

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import unavailable
 from streamer.synth import SCENARIOS, generate, iter_dagman_chunks, split_chunks
 from streamer.synth.expected import EXPECTED_COUNTS, JOBS, SEED
 from streamer.synth.validate import count_bp, run_monitord
+from tests.conftest import unavailable
 
 TS = re.compile(r"^(\d{2})/(\d{2})/(\d{2}) (\d{2}):(\d{2}):(\d{2}) (.*)$")
 # The line patterns monitord recognises (reference notes, section 2).
