@@ -23,12 +23,10 @@ import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
-
-from dbstream import NAMES, batches, golden_events, synthetic  # noqa: E402
+sys.path.insert(0, str(ROOT))  # streamer and tests (a package)
 
 from streamer.endpoints import create_endpoint  # noqa: E402
+from tests.dbstream import NAMES, batches, golden_events, synthetic  # noqa: E402
 
 
 def build_stream(golden: Path, at_least: int) -> list:

@@ -31,12 +31,10 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
-
-import dbcompare  # noqa: E402
+sys.path.insert(0, str(ROOT))  # streamer and tests (a package)
 
 from streamer.synth import generate  # noqa: E402
+from tests import dbcompare  # noqa: E402
 
 SCENARIOS = ("success", "retry,held", "hierarchical", "clustered,evicted", "success", "retry",
              "held,submit_failure", "success")
