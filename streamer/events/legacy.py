@@ -1,7 +1,7 @@
 """Pegasus 3.x events (seed 000) -> the 4.x/5.x schema: names, fields and values.
 
 A 3.x stream loads into a Stampede database exactly as the 4.x stream of the
-same run would (`tests/test_legacy3x.py` checks it row for row):
+same run would (`tests/events/test_legacy3x.py` checks it row for row):
 
 | 3.x event                                        | 4.x event                     |
 |--------------------------------------------------|-------------------------------|

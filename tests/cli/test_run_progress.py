@@ -1,6 +1,6 @@
 """`streamer follow` on a terminal (tmux): the progress line while a workflow grows, and the end summary.
 
-As in test_status_watch.py, the test waits for what the screen must show, never for a fixed time.
+As in tests/status/test_status_watch.py, the test waits for what the screen must show, never for a fixed time.
 """
 
 from __future__ import annotations

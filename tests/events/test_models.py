@@ -150,7 +150,7 @@ def test_legacy_translation_table(old: str, new: str, fields: dict, expected: di
 
 def test_every_legacy_name_has_a_translation_target() -> None:
     for old, (new, _, _) in LEGACY.items():
-        # jobinstance.state: the target depends on its state (legacy.STATE_EVENTS, tests/test_legacy3x.py)
+        # jobinstance.state: the target depends on its state (legacy.STATE_EVENTS, tests/events/test_legacy3x.py)
         assert new in MODELS or old == "stampede.jobinstance.state", old
     assert translate("stampede.inv.end", {"a": 1}) == ("stampede.inv.end", {"a": 1})
 
