@@ -46,8 +46,8 @@ from typing import Any, Sequence
 import aio_pika
 
 from .. import amqpconn
-from ..amqpconn import _PERMANENT, AMQPTarget, BrokerUnavailable, _reason, _truthy, connect, tls_context  # noqa: F401
-from ..core.options import OptionError
+from ..amqpconn import _PERMANENT, AMQPTarget, BrokerUnavailable, _reason, connect, tls_context  # noqa: F401
+from ..core.options import OptionError, is_true
 from ..core.options import parse_size as _parse_size
 from ..events import Event, jsonenc
 from ..spool import Spool, SpoolError, SpoolFull
@@ -134,10 +134,10 @@ class Publisher:
             declare = str(options.get("declare", "true")).lower()
             if declare == "passive":
                 await channel.get_exchange(target.exchange, ensure=True)
-            elif _truthy(declare):
+            elif is_true(declare):
                 await channel.declare_exchange(
                     target.exchange, str(options.get("exchange_type", "topic")),
-                    durable=_truthy(options.get("durable", True)),
+                    durable=is_true(options.get("durable", True)),
                 )
             raw = await channel.get_underlay_channel()
         except BaseException as exc:
@@ -147,7 +147,7 @@ class Publisher:
             reason = _reason(exc)
             raise BrokerUnavailable(f"{target.display}: exchange {target.exchange!r}: {reason}",
                                     permanent=any(p in reason for p in _PERMANENT)) from None
-        return cls(connection, channel, raw, target.exchange, _truthy(options.get("mandatory", True)))
+        return cls(connection, channel, raw, target.exchange, is_true(options.get("mandatory", True)))
 
     @property
     def alive(self) -> bool:
