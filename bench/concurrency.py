@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # streamer and tests (a package)
 
 from streamer.synth import generate  # noqa: E402
-from tests import dbcompare  # noqa: E402
+from tests import dbcompare, pghelp  # noqa: E402
 
 SCENARIOS = ("success", "retry,held", "hierarchical", "clustered,evicted", "success", "retry",
              "held,submit_failure", "success")
@@ -67,15 +67,6 @@ def run_at_once(commands: list[tuple[list[str], Path]]) -> list[tuple[int, float
         _, err = proc.communicate(timeout=900)
         out.append((proc.returncode, time.monotonic() - started, err))
     return out
-
-
-async def pg_admin(dsn: str, sql: str) -> None:
-    import asyncpg
-    conn = await asyncpg.connect(dsn)
-    try:
-        await conn.execute(sql)
-    finally:
-        await conn.close()
 
 
 async def pg_rows(dsn: str) -> dbcompare.Snapshot:
@@ -168,7 +159,7 @@ def bench_pg(base: Path, dirs: list[Path], dsn: str) -> bool:
     shared_name = f"streamer_conc_{uuid.uuid4().hex[:10]}_shared"
     try:
         for name in names[:-1] + [shared_name]:
-            asyncio.run(pg_admin(dsn, f"CREATE DATABASE {name}"))
+            asyncio.run(pghelp.admin(dsn, f"CREATE DATABASE {name}"))
         separate = []
         ref_started = time.monotonic()
         for i, d in enumerate(dirs[:-1]):
@@ -189,7 +180,7 @@ def bench_pg(base: Path, dirs: list[Path], dsn: str) -> bool:
         return ok and not diff
     finally:
         for name in names[:-1] + [shared_name]:
-            asyncio.run(pg_admin(dsn, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+            asyncio.run(pghelp.admin(dsn, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
 
 
 def main() -> int:

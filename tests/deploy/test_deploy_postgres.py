@@ -29,6 +29,7 @@ import asyncpg
 import pytest
 
 from tests.conftest import PG_HOST, PG_PORT
+from tests.pghelp import admin
 
 ROOT = Path(__file__).resolve().parents[2]
 INIT = ROOT / "deploy" / "postgres" / "init" / "10-roles.sh"
@@ -134,15 +135,6 @@ def _admin_dsn() -> str:
     return f"postgresql://{os.environ.get('STREAMER_PG_USER', 'postgres')}@{PG_HOST}:{PG_PORT}/postgres"
 
 
-async def _admin_run(*statements: str) -> None:
-    connection = await asyncpg.connect(_admin_dsn())
-    try:
-        for statement in statements:
-            await connection.execute(statement)
-    finally:
-        await connection.close()
-
-
 @contextmanager
 def provisioned() -> Iterator[tuple[str, str]]:
     """A fresh database set up by 10-roles.sh: yields (writer DSN, reader DSN); all dropped after."""
@@ -152,7 +144,7 @@ def provisioned() -> Iterator[tuple[str, str]]:
         unavailable(f"PostgreSQL not reachable at {PG_HOST}:{PG_PORT}")
     suffix = secrets.token_hex(4)
     db, writer, reader = f"streamer_deploy_{suffix}", f"stampede_w_{suffix}", f"grafana_r_{suffix}"
-    asyncio.run(_admin_run(f'CREATE DATABASE "{db}"'))
+    asyncio.run(admin(_admin_dsn(), f'CREATE DATABASE "{db}"'))
     try:
         env = {**os.environ, "PGHOST": PG_HOST, "PGPORT": str(PG_PORT),
                "POSTGRES_USER": os.environ.get("STREAMER_PG_USER", "postgres"), "POSTGRES_DB": db,
@@ -164,8 +156,8 @@ def provisioned() -> Iterator[tuple[str, str]]:
             assert done.stdout.strip() == f"10-roles.sh: roles {writer} and {reader} ready"
         yield (f"postgresql://{writer}@{PG_HOST}:{PG_PORT}/{db}", f"postgresql://{reader}@{PG_HOST}:{PG_PORT}/{db}")
     finally:
-        asyncio.run(_admin_run(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)',
-                               f'DROP ROLE IF EXISTS "{reader}"', f'DROP ROLE IF EXISTS "{writer}"'))
+        asyncio.run(admin(_admin_dsn(), f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)',
+                          f'DROP ROLE IF EXISTS "{reader}"', f'DROP ROLE IF EXISTS "{writer}"'))
 
 
 def golden_workflow_ids(golden: Path) -> list[int]:

@@ -21,7 +21,6 @@ import re
 import shutil
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 import pytest
@@ -29,6 +28,7 @@ import pytest
 from streamer.endpoints.stampede_schema import WIDENED
 from tests.dbstream import NAMES, golden_events
 from tests.endpoints.test_db import load
+from tests.pghelp import fresh_database_sync
 
 pytest.importorskip("Pegasus", reason="pegasus-wms (test extra) not installed")
 asyncpg = pytest.importorskip("asyncpg")
@@ -102,20 +102,6 @@ def test_statistics_and_analyzer_on_streamer_sqlite(tmp_path: Path, corpus: Path
     _assert_same_outputs(ours, theirs)
 
 
-async def _fresh_db(dsn: str) -> tuple[str, str]:
-    name = f"streamer_test_{uuid.uuid4().hex[:12]}"
-    admin = await asyncpg.connect(dsn)
-    await admin.execute(f"CREATE DATABASE {name}")
-    await admin.close()
-    return name, dsn.rsplit("/", 1)[0] + f"/{name}"
-
-
-async def _drop_db(dsn: str, name: str) -> None:
-    admin = await asyncpg.connect(dsn)
-    await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-    await admin.close()
-
-
 async def _pg_columns(dsn: str) -> dict[str, list[tuple]]:
     conn = await asyncpg.connect(dsn)
     rows = await conn.fetch(
@@ -133,9 +119,7 @@ async def _pg_columns(dsn: str) -> dict[str, list[tuple]]:
 def test_tools_on_streamer_postgres_behave_as_on_monitord_postgres(
         tmp_path: Path, corpus: Path, golden: Path, postgres_dsn: str) -> None:
     name = "process_wf_success"
-    ours_name, ours_dsn = asyncio.run(_fresh_db(postgres_dsn))
-    theirs_name, theirs_dsn = asyncio.run(_fresh_db(postgres_dsn))
-    try:
+    with fresh_database_sync(postgres_dsn) as ours_dsn, fresh_database_sync(postgres_dsn) as theirs_dsn:
         asyncio.run(load(ours_dsn, golden_events(golden, name), 100))
         # monitord itself, replaying the same submit dir into its own PostgreSQL database
         monitord_dir = _copy_submit_dir(corpus, name, tmp_path / "replay", monitord_state=False)
@@ -170,6 +154,3 @@ def test_tools_on_streamer_postgres_behave_as_on_monitord_postgres(
         shutil.copy(golden / f"{name}.stampede.db", sqlite_dir / (_dag_name(sqlite_dir)[:-4] + ".stampede.db"))
         assert ours["statistics/jobs.txt"] == _run_tools(tmp_path / "sqlite", name)["statistics/jobs.txt"]
         _assert_same_outputs(ours, theirs)
-    finally:
-        asyncio.run(_drop_db(postgres_dsn, ours_name))
-        asyncio.run(_drop_db(postgres_dsn, theirs_name))

@@ -22,6 +22,7 @@ from streamer.events import bp, jsonenc
 from streamer.pipeline import build_endpoints, run_pipeline
 from streamer.sources.base import Batch, Source
 from streamer.urls import EndpointURL
+from tests.pghelp import fresh_database_sync
 
 XWF = "1e2a3b4c-0000-4000-8000-000000000001"
 
@@ -90,10 +91,7 @@ def test_dead_letter_option_wraps_the_endpoint(tmp_path: Path) -> None:
 
 @pytest.mark.postgres
 def test_postgres_refusal_is_dead_lettered_and_counted(postgres_dsn: str, tmp_path: Path) -> None:
-    name = f"streamer_dl_{uuid.uuid4().hex[:10]}"
-    asyncio.run(_admin(postgres_dsn, f"CREATE DATABASE {name}"))
-    try:
-        db = postgres_dsn.rsplit("/", 1)[0] + f"/{name}"
+    with fresh_database_sync(postgres_dsn, "streamer_dl") as db:
         plan = (f"ts=2023-11-14T22:13:00.000000Z event=stampede.wf.plan level=Info xwf.id={XWF} "
                 "submit.hostname=h dax.label=d dax.version=1 dax.file=d.yml dag.file.name=d.dag "
                 "planner.version=5.1.3 grid_dn=None user=u submit.dir=/s argv=a root.xwf.id=" + XWF)
@@ -109,16 +107,6 @@ def test_postgres_refusal_is_dead_lettered_and_counted(postgres_dsn: str, tmp_pa
         refused = orjson.loads(line)
         assert refused["job_id"] == "x" * 300 and refused["dead_letter"]["reason"] == "job.exec_job_id is 300 characters long, the column holds 255"
         assert "1 event(s) refused and written to" in done.stderr
-    finally:
-        asyncio.run(_admin(postgres_dsn, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-
-
-async def _admin(dsn: str, sql: str) -> None:
-    conn = await asyncpg.connect(dsn)
-    try:
-        await conn.execute(sql)
-    finally:
-        await conn.close()
 
 
 async def _fetch(dsn: str, sql: str) -> list[Any]:

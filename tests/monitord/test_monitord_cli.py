@@ -18,6 +18,7 @@ from streamer.monitord.command import make_plan
 from streamer.monitord.notify import Matcher, read_notify
 from streamer.synth import generate
 from streamer.synth.notify import PLANNER, write_notify, write_recorder
+from tests.pghelp import fresh_database_sync
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -257,21 +258,10 @@ def test_recorder_records(tmp_path: Path) -> None:
 def test_master_db_in_postgresql(tmp_path: Path, postgres_dsn: str) -> None:
     """`pegasus.catalog.master.url = postgresql://...`: registered, and registered once again after a replay."""
     import asyncio
-    import uuid
 
     import asyncpg
 
-    name = f"streamer_test_{uuid.uuid4().hex[:12]}"
-    url = postgres_dsn.rsplit("/", 1)[0] + f"/{name}"
-
-    async def admin(sql: str) -> None:
-        conn = await asyncpg.connect(postgres_dsn)
-        try:
-            await conn.execute(sql)
-        finally:
-            await conn.close()
-
-    async def rows() -> tuple[list, list]:
+    async def rows(url: str) -> tuple[list, list]:
         conn = await asyncpg.connect(url)
         try:
             workflows = [tuple(r) for r in await conn.fetch(
@@ -283,8 +273,7 @@ def test_master_db_in_postgresql(tmp_path: Path, postgres_dsn: str) -> None:
         finally:
             await conn.close()
 
-    asyncio.run(admin(f"CREATE DATABASE {name}"))
-    try:
+    with fresh_database_sync(postgres_dsn) as url:
         run_dir = _workflow(tmp_path, "post_failure")
         home = tmp_path / "home"
         home.mkdir()
@@ -292,12 +281,10 @@ def test_master_db_in_postgresql(tmp_path: Path, postgres_dsn: str) -> None:
             result = run_monitord([f"-Dpegasus.catalog.master.url={url}", "-r", "synth-0.dag.dagman.out"], run_dir,
                                   home)
             assert result.returncode == 0, result.stderr
-            workflows, states = asyncio.run(rows())
+            workflows, states = asyncio.run(rows(url))
             uuid_ = workflows[0][0]
             assert [w[1:] for w in workflows] == [
                 ("synth", 1699999990, "/home/synth/submit/synth/pegasus/synth/run0001",
                  f"sqlite:///{run_dir}/synth-0.stampede.db", False)]
             assert states == [(uuid_, "WORKFLOW_STARTED", 1700000000, 0, None),
                               (uuid_, "WORKFLOW_TERMINATED", states[1][2], 0, 1)]
-    finally:
-        asyncio.run(admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))

@@ -19,7 +19,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections import Counter
 from pathlib import Path
 
@@ -30,6 +29,7 @@ from streamer.serve.discovery import classify
 from streamer.synth import generate, iter_dagman_chunks
 from tests import dbcompare
 from tests.endpoints.test_db import pg_snapshot
+from tests.pghelp import fresh_database_sync
 
 SCENARIOS = ["success", "retry", "held", "held_abort", "evicted", "pre_failure", "post_failure",
              "submit_failure", "clustered", "xml_kickstart"]
@@ -93,22 +93,8 @@ def assert_same_as_replay(live: Path, ref: Path) -> int:
 @pytest.fixture
 def central_db(postgres_dsn: str):
     """A fresh PostgreSQL database (the site's central Stampede DB), dropped afterwards."""
-    import asyncpg
-
-    name = f"streamer_serve_{uuid.uuid4().hex[:12]}"
-
-    async def admin(sql: str) -> None:
-        conn = await asyncpg.connect(postgres_dsn)
-        try:
-            await conn.execute(sql)
-        finally:
-            await conn.close()
-
-    asyncio.run(admin(f"CREATE DATABASE {name}"))
-    try:
-        yield postgres_dsn.rsplit("/", 1)[0] + f"/{name}"
-    finally:
-        asyncio.run(admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+    with fresh_database_sync(postgres_dsn, "streamer_serve") as url:
+        yield url
 
 
 def wait_serving(state_dir: Path, timeout: float = 120) -> None:

@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any, AsyncIterator
@@ -30,6 +29,7 @@ from streamer.urls import EndpointURL
 from tests import dbcompare
 from tests.amqphelp import unique
 from tests.endpoints.test_db import pg_snapshot
+from tests.pghelp import fresh_database
 
 
 class Refusing(Endpoint):
@@ -71,17 +71,9 @@ def event_files(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 
 @pytest.fixture
 async def databases(postgres_dsn: str) -> AsyncIterator[tuple[str, str]]:
-    names = [f"streamer_coll_{uuid.uuid4().hex[:10]}" for _ in range(2)]
-    admin = await asyncpg.connect(postgres_dsn)
-    for name in names:
-        await admin.execute(f"CREATE DATABASE {name}")
-    try:
-        base = postgres_dsn.rsplit("/", 1)[0]
-        yield base + f"/{names[0]}", base + f"/{names[1]}"
-    finally:
-        for name in names:
-            await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        await admin.close()
+    async with fresh_database(postgres_dsn, "streamer_coll") as one, \
+            fresh_database(postgres_dsn, "streamer_coll") as two:
+        yield one, two
 
 
 @pytest.fixture
