@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import getpass
 import logging
-import time
 from dataclasses import dataclass
 from typing import Any, Sequence
 from urllib.parse import unquote, urlsplit
@@ -208,32 +207,22 @@ class MySQLEndpoint(Endpoint):
                 pass
 
     async def _ensure_schema(self, conn: Any) -> None:
+        check = schema_version.SchemaCheck(self.name, upgrade=self.flag("upgrade_schema"), dialect="mysql")
         existing = await _existing_tables(conn)
-        version = None
-        upgraded = False
-        if existing.get("dbversion") == list(schema.BY_NAME["dbversion"].column_names):
-            async with conn.cursor() as cur:
+        async with conn.cursor() as cur:
+            if check.reads_version(existing):
                 await cur.execute(schema_version.LATEST_VERSION_SQL)
-                version = schema_version.parse_version(await cur.fetchone())
-        try:
-            if schema_version.needs_upgrade(version, self.name, allowed=self.flag("upgrade_schema")):
-                async with conn.cursor() as cur:
-                    for sql in schema_version.upgrade_statements(existing, "mysql"):
-                        await cur.execute(sql)
-                existing, version, upgraded = await _existing_tables(conn), schema.SCHEMA_VERSION, True
-            missing = schema.check(existing, version)
-        except schema.SchemaMismatch as exc:
-            raise EndpointError(f"{self.name}: {exc}") from None
+                check.found(await cur.fetchone())
+            for sql in check.upgrade_sql(existing):
+                await cur.execute(sql)
+        missing = check.missing(await _existing_tables(conn) if check.upgraded else existing)
         async with conn.cursor() as cur:
             for table in schema.TABLES:
                 if table.name in missing:
                     await cur.execute(mysql_schema.create_table_sql(table))
-            if version is None or upgraded:
+            if (row := check.version_row()) is not None:
                 await cur.execute(
-                    "INSERT INTO dbversion (version_number, version, version_timestamp) VALUES (%s, %s, %s)",
-                    (schema.SCHEMA_VERSION,
-                     schema_version.UPGRADED_VERSION_TEXT if upgraded else str(schema.SCHEMA_VERSION),
-                     int(time.time())))
+                    "INSERT INTO dbversion (version_number, version, version_timestamp) VALUES (%s, %s, %s)", row)
         await conn.commit()
 
     # -- writing --------------------------------------------------------------
@@ -318,13 +307,8 @@ class MySQLEndpoint(Endpoint):
 
 async def _existing_tables(conn: Any) -> dict[str, list[str]]:
     async with conn.cursor() as cur:
-        await cur.execute("SELECT table_name, column_name FROM information_schema.columns "
-                          "WHERE table_schema = DATABASE() ORDER BY table_name, ordinal_position")
-        rows = await cur.fetchall()
-    existing: dict[str, list[str]] = {}
-    for table, column in rows:
-        existing.setdefault(table, []).append(column)
-    return existing
+        await cur.execute(schema_version.COLUMNS_SQL.format("DATABASE()"))
+        return schema_version.tables_of(await cur.fetchall())
 
 
 def insert_sql(table: str, cols: Sequence[str]) -> str:

@@ -143,3 +143,43 @@ def test_a_current_pegasus_database_is_written_as_is(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr
     assert _sql(url, "SELECT version_number FROM dbversion") == [(14,)]
     assert _sql(url, "SELECT COUNT(*) FROM job_instance") == [(7,)]
+
+
+def test_one_schema_check_decides_for_every_dialect() -> None:
+    """SQLite, PostgreSQL and MySQL run the SQL; the decisions are `SchemaCheck`'s, the same for all three."""
+    from streamer.endpoints.base import EndpointError
+    from streamer.endpoints.schema_version import SchemaCheck
+    from streamer.endpoints.stampede_schema import BY_NAME, TABLES
+
+    dbversion = {"dbversion": list(BY_NAME["dbversion"].column_names)}
+    fresh = SchemaCheck("sqlite:///x.db", upgrade=False, dialect="sqlite")
+    assert not fresh.reads_version({})
+    assert fresh.upgrade_sql({}) == [] and not fresh.upgraded
+    assert fresh.missing({}) == {table.name for table in TABLES}
+    assert fresh.version_row()[:2] == (14, "14")
+
+    current = SchemaCheck("postgresql://h/db", upgrade=False, dialect="postgresql")
+    assert current.reads_version(dbversion)
+    current.found(("14", 14))
+    assert current.upgrade_sql(dbversion) == [] and current.version_row() is None
+
+    refused = SchemaCheck("mysql://u@h/db?batch=5", upgrade=False, dialect="mysql")
+    refused.found(("9", 9))
+    with pytest.raises(EndpointError, match=r"^mysql://u@h/db\?batch=5: Stampede schema version 9 found, .*"
+                                            r"`pegasus-db-admin update mysql://u@h/db`"):
+        refused.upgrade_sql(dbversion)
+
+    old = {**dbversion, "sequences": ["id"], "invocation": ["invocation_id", "exitcode"]}
+    upgrade = SchemaCheck("mysql://u@h/db", upgrade=True, dialect="mysql")
+    upgrade.found(("9", 9))
+    assert upgrade.upgrade_sql(old) == ["DROP TABLE sequences", "ALTER TABLE invocation ADD COLUMN maxrss INTEGER",
+                                        "ALTER TABLE invocation ADD COLUMN avg_cpu NUMERIC(16, 6)"]
+    assert upgrade.upgraded and upgrade.version_row()[:2] == (14, "14.0")
+
+    newer = SchemaCheck("sqlite:///x.db", upgrade=True, dialect="sqlite")
+    newer.found(("15", 15))
+    with pytest.raises(EndpointError, match=r"pegasus-db-admin downgrade -V 5\.0\.1 sqlite:///x\.db"):
+        newer.upgrade_sql(dbversion)
+    other = SchemaCheck("sqlite:///x.db", upgrade=False, dialect="sqlite")
+    with pytest.raises(EndpointError, match=r"^sqlite:///x\.db: .*job"):
+        other.missing({"job": ["a", "b"]})
