@@ -505,7 +505,8 @@ def _item_from_record(record: bytes) -> Item:
 
 
 def default_spool_dir(target: AMQPTarget) -> Path:
-    """Stable per destination, so the next run finds what this one left: $STREAMER_STATE_DIR or ~/.local/state/streamer."""
+    """Stable per destination, so the next run finds what this one left: $STREAMER_STATE_DIR or
+    ~/.local/state/streamer."""
     base = os.environ.get("STREAMER_STATE_DIR") or os.path.join(
         os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state"), "streamer")
     ident = f"{target.user}@{target.host}:{target.port}/{target.vhost}/{target.exchange}"

@@ -54,7 +54,8 @@ except ModuleNotFoundError:  # pragma: no cover - asyncmy is a runtime dependenc
 LOCK_NAME = "streamer.stampede"
 """Named lock every writer takes for a batch (and for creating the schema)."""
 LOCK_TIMEOUT = 300
-SQL_MODE = "ANSI_QUOTES,STRICT_TRANS_TABLES,NO_ZERO_DATE,NO_ZERO_IN_DATE,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION"
+SQL_MODE = ("ANSI_QUOTES,STRICT_TRANS_TABLES,NO_ZERO_DATE,NO_ZERO_IN_DATE,ERROR_FOR_DIVISION_BY_ZERO,"
+            "NO_ENGINE_SUBSTITUTION")
 _LOST = {2003, 2006, 2013, 2055, 1927, 1053}
 """Client/server error codes of a connection that went away (or never came)."""
 
@@ -95,7 +96,8 @@ def parse_target(url: EndpointURL) -> MySQLTarget:
         port = parts.port or 3306
     except ValueError:
         raise EndpointError(f"{url.masked}: bad port") from None
-    return MySQLTarget(parts.hostname or "localhost", port, unquote(parts.username) if parts.username else getpass.getuser(),
+    return MySQLTarget(parts.hostname or "localhost", port,
+                       unquote(parts.username) if parts.username else getpass.getuser(),
                        unquote(parts.password) if parts.password is not None else None, database)
 
 
@@ -196,7 +198,8 @@ class MySQLEndpoint(Endpoint):
             await cur.execute("SELECT GET_LOCK(%s, %s)", (LOCK_NAME, LOCK_TIMEOUT))
             (got,) = await cur.fetchone()
         if got != 1:
-            raise EndpointError(f"{self.name}: lock {LOCK_NAME} not obtained in {LOCK_TIMEOUT}s (another writer stuck?)")
+            raise EndpointError(f"{self.name}: lock {LOCK_NAME} not obtained in {LOCK_TIMEOUT}s "
+                                "(another writer stuck?)")
         try:
             return await fn(conn, *args)
         finally:

@@ -162,7 +162,8 @@ class SQLiteEndpoint(Endpoint):
             if kind is not None:
                 raise TransientError(kind, f"{self.path}: {exc}") from None
             if isinstance(exc, sqlite3.Error):
-                raise EndpointError(f"{self.name}: batch of {len(records)} provenance records not written: {exc}") from None
+                raise EndpointError(
+                    f"{self.name}: batch of {len(records)} provenance records not written: {exc}") from None
             raise
         self._records_ready = True
         self.stats.events += len(records)
