@@ -69,20 +69,6 @@ def run_at_once(commands: list[tuple[list[str], Path]]) -> list[tuple[int, float
     return out
 
 
-async def pg_rows(dsn: str) -> dbcompare.Snapshot:
-    import asyncpg
-    conn = await asyncpg.connect(dsn)
-    try:
-        return await dbcompare.postgres_snapshot(conn)
-    finally:
-        await conn.close()
-
-
-def with_db(dsn: str, name: str) -> str:
-    head, _, _ = dsn.rpartition("/")
-    return f"{head}/{name}"
-
-
 def merged(snapshots: list[dbcompare.Snapshot]) -> dbcompare.Snapshot:
     """Rows of separate loads as one database holds them: multisets added, shared rows (lfns) once."""
     out: dict[str, Counter] = {}
@@ -163,16 +149,16 @@ def bench_pg(base: Path, dirs: list[Path], dsn: str) -> bool:
         separate = []
         ref_started = time.monotonic()
         for i, d in enumerate(dirs[:-1]):
-            res = run_at_once([(replay_cmd(d, with_db(dsn, names[i])), base / f"pref{i}.state")])
+            res = run_at_once([(replay_cmd(d, pghelp.database_url(dsn, names[i])), base / f"pref{i}.state")])
             if res[0][0] != 0:
                 print(f"  reference load {i} failed: {res[0][2]}")
                 return False
-            separate.append(asyncio.run(pg_rows(with_db(dsn, names[i]))))
+            separate.append(asyncio.run(pghelp.pg_snapshot(pghelp.database_url(dsn, names[i]))))
         print(f"  separate loads, one after the other: {time.monotonic() - ref_started:.1f} s")
-        url = with_db(dsn, shared_name)
+        url = pghelp.database_url(dsn, shared_name)
         results = run_at_once([(replay_cmd(d, url), base / f"pc{i}.state") for i, d in enumerate(dirs)])
         ok = report("postgresql", results)
-        diff = differences(asyncio.run(pg_rows(url)), separate)
+        diff = differences(asyncio.run(pghelp.pg_snapshot(url)), separate)
         print(f"  {len(dirs)} at once into one database: {max(r[1] for r in results):.1f} s; rows equal to "
               f"separate loads: {'yes' if not diff else 'NO'}")
         if diff:

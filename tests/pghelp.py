@@ -1,4 +1,5 @@
-"""PostgreSQL helpers of the tests and the benchmarks: admin statements, fresh databases dropped afterwards.
+"""PostgreSQL helpers of the tests and the benchmarks: admin statements, fresh databases dropped afterwards,
+a database's rows as a `dbcompare` snapshot.
 
 `dsn` is a URL of the server's maintenance database (`postgresql://postgres@127.0.0.1:5432/postgres`); a fresh
 database is created beside it under a random name (helpers run at the same time share the server) and dropped
@@ -11,6 +12,8 @@ import asyncio
 import uuid
 from contextlib import asynccontextmanager, contextmanager
 from typing import AsyncIterator, Iterator
+
+from tests import dbcompare
 
 
 async def admin(dsn: str, *statements: str) -> None:
@@ -54,3 +57,14 @@ def fresh_database_sync(dsn: str, prefix: str = "streamer_test") -> Iterator[str
         yield database_url(dsn, name)
     finally:
         asyncio.run(admin(dsn, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+
+
+async def pg_snapshot(dsn: str) -> dbcompare.Snapshot:
+    """Every Stampede row of the database at `dsn`, comparable by natural keys (`dbcompare.postgres_snapshot`)."""
+    import asyncpg
+
+    conn = await asyncpg.connect(dsn)
+    try:
+        return await dbcompare.postgres_snapshot(conn)
+    finally:
+        await conn.close()

@@ -11,7 +11,8 @@ import pytest
 from streamer.endpoints import create_endpoint
 from tests import dbcompare
 from tests.dbstream import batches, golden_events
-from tests.endpoints.test_db import assert_same, golden_snapshot, pg_snapshot
+from tests.endpoints.test_db import assert_same, golden_snapshot
+from tests.pghelp import pg_snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 

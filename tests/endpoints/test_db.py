@@ -22,6 +22,7 @@ from streamer.endpoints.sqlite import default_path, sqlite_path
 from streamer.events import Event
 from tests import dbcompare
 from tests.dbstream import NAMES, batches, golden_events, synthetic
+from tests.pghelp import pg_snapshot
 
 asyncpg = pytest.importorskip("asyncpg")
 
@@ -52,14 +53,6 @@ def assert_same(actual: dbcompare.Snapshot, expected: dbcompare.Snapshot) -> Non
 
 def golden_snapshot(golden: Path, name: str) -> dbcompare.Snapshot:
     return dbcompare.sqlite_snapshot(str(golden / f"{name}.stampede.db"))
-
-
-async def pg_snapshot(dsn: str) -> dbcompare.Snapshot:
-    conn = await asyncpg.connect(dsn)
-    try:
-        return await dbcompare.postgres_snapshot(conn)
-    finally:
-        await conn.close()
 
 
 

@@ -35,6 +35,7 @@ from streamer.synth import generate, iter_dagman_chunks
 from tests import dbcompare
 from tests.amqphelp import unique
 from tests.ownservers import own_postgres, own_rabbitmq
+from tests.pghelp import pg_snapshot
 
 
 def follow_cmd(submit: Path, state: Path, *dests: str, follow: bool = True) -> list[str]:
@@ -160,14 +161,6 @@ async def _rows_seen(dsn: str) -> int:
         await conn.close()
 
 
-async def _pg_rows(dsn: str) -> dbcompare.Snapshot:
-    conn = await asyncpg.connect(dsn)
-    try:
-        return await dbcompare.postgres_snapshot(conn)
-    finally:
-        await conn.close()
-
-
 @pytest.mark.postgres
 @pytest.mark.timeout(600)
 def test_postgres_restarted_mid_load_rows_equal_clean_load(tmp_path: Path) -> None:
@@ -198,7 +191,7 @@ def test_postgres_restarted_mid_load_rows_equal_clean_load(tmp_path: Path) -> No
                 proc.kill()
         assert proc.returncode == 0, err
         assert "Traceback" not in err
-        loaded = asyncio.run(_pg_rows(cluster.dsn))
+        loaded = asyncio.run(pg_snapshot(cluster.dsn))
     clean = dbcompare.sqlite_snapshot(str(tmp_path / "clean.db"))
     diff = dbcompare.compare(loaded, clean)
     total = sum(dbcompare.counts(clean).values())

@@ -18,9 +18,10 @@ from streamer.endpoints.stampede_schema import WIDENED
 from streamer.urls import EndpointURL
 from tests import dbcompare
 from tests.dbstream import NAMES, golden_events, synthetic
-from tests.endpoints.test_db import assert_same, golden_snapshot, load, pg_snapshot
+from tests.endpoints.test_db import assert_same, golden_snapshot, load
 from tests.endpoints.test_db_tools import _copy_submit_dir
 from tests.monitor.test_replay_db import replay, without_total_memory
+from tests.pghelp import pg_snapshot
 
 asyncmy = pytest.importorskip("asyncmy")
 

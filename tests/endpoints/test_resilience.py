@@ -23,7 +23,8 @@ from streamer.endpoints import EndpointError, create_endpoint
 from streamer.endpoints.resilience import DEADLOCK, LOCK_TIMEOUT, RetryPolicy, RetryStats, TransientError, retrying
 from tests import dbcompare
 from tests.dbstream import golden_events
-from tests.endpoints.test_db import assert_same, golden_snapshot, pg_snapshot
+from tests.endpoints.test_db import assert_same, golden_snapshot
+from tests.pghelp import pg_snapshot
 
 RC_EVENTS = ("stampede.rc.pfn", "stampede.rc.meta", "stampede.wf.map.file")
 

@@ -31,7 +31,7 @@ import pytest
 from streamer.synth import generate, iter_dagman_chunks
 from tests import dbcompare
 from tests.amqphelp import unique
-from tests.endpoints.test_db import pg_snapshot
+from tests.pghelp import pg_snapshot
 
 pytestmark = [pytest.mark.postgres, pytest.mark.rabbitmq]
 

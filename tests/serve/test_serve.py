@@ -28,8 +28,7 @@ from streamer import cli
 from streamer.serve.discovery import classify
 from streamer.synth import generate, iter_dagman_chunks
 from tests import dbcompare
-from tests.endpoints.test_db import pg_snapshot
-from tests.pghelp import fresh_database_sync
+from tests.pghelp import fresh_database_sync, pg_snapshot
 
 SCENARIOS = ["success", "retry", "held", "held_abort", "evicted", "pre_failure", "post_failure",
              "submit_failure", "clustered", "xml_kickstart"]

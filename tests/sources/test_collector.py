@@ -28,8 +28,7 @@ from streamer.synth import generate
 from streamer.urls import EndpointURL
 from tests import dbcompare
 from tests.amqphelp import unique
-from tests.endpoints.test_db import pg_snapshot
-from tests.pghelp import fresh_database
+from tests.pghelp import fresh_database, pg_snapshot
 
 
 class Refusing(Endpoint):
