@@ -40,7 +40,8 @@ for so in $(cd "$work" && find streamer -name '*.so'); do
   swap "$work/$so" "$so"
 done
 nm -D streamer/events/_codec*.so | grep -q __asan_ || { echo "asan.sh: the swapped-in build is not sanitized" >&2; exit 1; }
-"$python" -m pytest -q -p no:cacheprovider tests/test_bpfast.py tests/test_jsonfast.py tests/test_ids.py \
-  tests/test_yamlsub.py tests/test_codecs.py tests/test_fuzz.py tests/test_hostile_input.py -k "not postgres"
+"$python" -m pytest -q -p no:cacheprovider tests/events/test_bpfast.py tests/events/test_jsonfast.py \
+  tests/events/test_ids.py tests/monitor/test_yamlsub.py tests/events/test_codecs.py tests/monitor/test_fuzz.py \
+  tests/monitor/test_hostile_input.py -k "not postgres"
 "$python" bench/fuzz.py --minutes "$minutes" --engine hypothesis
 echo "asan.sh: no sanitizer report"

@@ -23,12 +23,11 @@ import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
-
-from dbstream import NAMES, batches, golden_events, synthetic  # noqa: E402
+sys.path.insert(0, str(ROOT))  # streamer and tests (a package)
 
 from streamer.endpoints import create_endpoint  # noqa: E402
+from tests.dbstream import NAMES, batches, golden_events, synthetic  # noqa: E402
+from tests.pghelp import fresh_database  # noqa: E402
 
 
 def build_stream(golden: Path, at_least: int) -> list:
@@ -59,16 +58,8 @@ def report(label: str, result: dict, target: int) -> None:
 
 
 async def bench_postgres(admin_dsn: str, events: list, size: int) -> dict:
-    import asyncpg
-
-    name = f"streamer_bench_{uuid.uuid4().hex[:10]}"
-    admin = await asyncpg.connect(admin_dsn)
-    await admin.execute(f"CREATE DATABASE {name}")
-    try:
-        return await run(admin_dsn.rsplit("/", 1)[0] + f"/{name}", events, size)
-    finally:
-        await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        await admin.close()
+    async with fresh_database(admin_dsn, "streamer_bench") as url:
+        return await run(url, events, size)
 
 
 async def bench_mysql(server: str, events: list, size: int) -> dict:

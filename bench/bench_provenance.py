@@ -25,7 +25,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 import orjson
@@ -34,6 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from streamer.synth.provenance import generate, iter_executions  # noqa: E402
+from tests.pghelp import fresh_database_sync  # noqa: E402
 
 
 def build_input(count: int, out: Path) -> int:
@@ -83,16 +83,6 @@ _MEASURE = (
 )
 
 
-async def _admin(dsn: str, sql: str) -> None:
-    import asyncpg
-
-    conn = await asyncpg.connect(dsn)
-    try:
-        await conn.execute(sql)
-    finally:
-        await conn.close()
-
-
 async def _count_rows(dsn: str) -> int:
     import asyncpg
 
@@ -110,10 +100,7 @@ def run_streamer(path: Path, workdir: Path, dsn: str, expected: int, buffer: int
     """Seconds and peak RSS (KiB) of one `streamer load` into a JSONL file and a fresh PostgreSQL database."""
     out = workdir / "out.jsonl"
     out.unlink(missing_ok=True)
-    name = f"streamer_bench_{uuid.uuid4().hex[:10]}"
-    asyncio.run(_admin(dsn, f"CREATE DATABASE {name}"))
-    db = dsn.rsplit("/", 1)[0] + f"/{name}"
-    try:
+    with fresh_database_sync(dsn, "streamer_bench") as db:
         query = f"?buffer={buffer}" if buffer else ""
         command = [sys.executable, "-m", "streamer", "load", str(path), "-q",
                    "--dest", f"file://{out}{query}", "--dest", f"{db}{query}"]
@@ -123,8 +110,6 @@ def run_streamer(path: Path, workdir: Path, dsn: str, expected: int, buffer: int
         rows = asyncio.run(_count_rows(db))
         if lines != expected or rows != expected:
             raise SystemExit(f"bench: expected {expected} records, JSONL has {lines} lines, PostgreSQL {rows} rows")
-    finally:
-        asyncio.run(_admin(dsn, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
     return float(result[0]), int(result[1])
 
 

@@ -31,12 +31,10 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
-
-import dbcompare  # noqa: E402
+sys.path.insert(0, str(ROOT))  # streamer and tests (a package)
 
 from streamer.synth import generate  # noqa: E402
+from tests import dbcompare, pghelp  # noqa: E402
 
 SCENARIOS = ("success", "retry,held", "hierarchical", "clustered,evicted", "success", "retry",
              "held,submit_failure", "success")
@@ -69,29 +67,6 @@ def run_at_once(commands: list[tuple[list[str], Path]]) -> list[tuple[int, float
         _, err = proc.communicate(timeout=900)
         out.append((proc.returncode, time.monotonic() - started, err))
     return out
-
-
-async def pg_admin(dsn: str, sql: str) -> None:
-    import asyncpg
-    conn = await asyncpg.connect(dsn)
-    try:
-        await conn.execute(sql)
-    finally:
-        await conn.close()
-
-
-async def pg_rows(dsn: str) -> dbcompare.Snapshot:
-    import asyncpg
-    conn = await asyncpg.connect(dsn)
-    try:
-        return await dbcompare.postgres_snapshot(conn)
-    finally:
-        await conn.close()
-
-
-def with_db(dsn: str, name: str) -> str:
-    head, _, _ = dsn.rpartition("/")
-    return f"{head}/{name}"
 
 
 def merged(snapshots: list[dbcompare.Snapshot]) -> dbcompare.Snapshot:
@@ -170,20 +145,20 @@ def bench_pg(base: Path, dirs: list[Path], dsn: str) -> bool:
     shared_name = f"streamer_conc_{uuid.uuid4().hex[:10]}_shared"
     try:
         for name in names[:-1] + [shared_name]:
-            asyncio.run(pg_admin(dsn, f"CREATE DATABASE {name}"))
+            asyncio.run(pghelp.admin(dsn, f"CREATE DATABASE {name}"))
         separate = []
         ref_started = time.monotonic()
         for i, d in enumerate(dirs[:-1]):
-            res = run_at_once([(replay_cmd(d, with_db(dsn, names[i])), base / f"pref{i}.state")])
+            res = run_at_once([(replay_cmd(d, pghelp.database_url(dsn, names[i])), base / f"pref{i}.state")])
             if res[0][0] != 0:
                 print(f"  reference load {i} failed: {res[0][2]}")
                 return False
-            separate.append(asyncio.run(pg_rows(with_db(dsn, names[i]))))
+            separate.append(asyncio.run(pghelp.pg_snapshot(pghelp.database_url(dsn, names[i]))))
         print(f"  separate loads, one after the other: {time.monotonic() - ref_started:.1f} s")
-        url = with_db(dsn, shared_name)
+        url = pghelp.database_url(dsn, shared_name)
         results = run_at_once([(replay_cmd(d, url), base / f"pc{i}.state") for i, d in enumerate(dirs)])
         ok = report("postgresql", results)
-        diff = differences(asyncio.run(pg_rows(url)), separate)
+        diff = differences(asyncio.run(pghelp.pg_snapshot(url)), separate)
         print(f"  {len(dirs)} at once into one database: {max(r[1] for r in results):.1f} s; rows equal to "
               f"separate loads: {'yes' if not diff else 'NO'}")
         if diff:
@@ -191,7 +166,7 @@ def bench_pg(base: Path, dirs: list[Path], dsn: str) -> bool:
         return ok and not diff
     finally:
         for name in names[:-1] + [shared_name]:
-            asyncio.run(pg_admin(dsn, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+            asyncio.run(pghelp.admin(dsn, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
 
 
 def main() -> int:

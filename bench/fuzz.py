@@ -29,15 +29,15 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))  # streamer and tests (a package)
 
 
 def atheris_child(name: str, seconds: int, findings: Path) -> None:
     """In a child process: one target under libFuzzer until `seconds` are up."""
     import atheris
 
-    with atheris.instrument_imports(include=["streamer", "fuzz_targets"]):
-        import fuzz_targets
+    with atheris.instrument_imports(include=["streamer", "tests.fuzz_targets"]):
+        from tests import fuzz_targets
     target = fuzz_targets.TARGETS[name]
     corpus = Path(tempfile.mkdtemp(prefix=f"streamer-fuzz-{name}-"))
     for number, seed in enumerate(target.seeds()):
@@ -69,8 +69,8 @@ def run_atheris(names: list[str], seconds: int, findings: Path) -> dict[str, tup
 def run_hypothesis(names: list[str], seconds: int) -> dict[str, tuple[int, int]]:
     from hypothesis import HealthCheck, given, settings
 
-    import fuzz_targets
-    from test_fuzz import hostile
+    from tests import fuzz_targets
+    from tests.monitor.test_fuzz import hostile
 
     results = {}
     for name in names:
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.atheris_child:
         atheris_child(args.atheris_child, args.seconds, args.findings)
         return 0
-    import fuzz_targets
+    from tests import fuzz_targets
 
     names = args.target or sorted(fuzz_targets.TARGETS)
     unknown = sorted(set(names) - set(fuzz_targets.TARGETS))

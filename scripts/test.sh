@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 . scripts/venv.sh
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
 
-# tmux drives the terminal tests of `streamer status --watch` (tests/test_status_watch.py)
+# tmux drives the terminal tests of `streamer status --watch` (tests/status/test_status_watch.py)
 if ! command -v tmux >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
   echo "test.sh: installing tmux"
   if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq tmux >/dev/null || true
@@ -48,7 +48,7 @@ if ! port_open 3306; then
     wait_port 3306 60 || echo "test.sh: MariaDB did not come up" >&2
   fi
 fi
-# headless Chromium for the pegasus-dashboard test (tests/test_dashboard.py), only when missing
+# headless Chromium for the pegasus-dashboard test (tests/monitord/test_dashboard.py), only when missing
 if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   echo "test.sh: installing Debian chromium"
   export DEBIAN_FRONTEND=noninteractive
@@ -67,7 +67,7 @@ fi
 if [ $# -gt 0 ]; then exec .venv/bin/python -m pytest -q "$@"; fi
 .venv/bin/python -m pytest -q
 # The whole suite ran with the compiled codec; every module that goes through it (parse, encode, ids,
-# monitor, golden, fuzz, load: tests/pure_python_modules.txt, kept complete by tests/test_pure_python.py)
+# monitor, golden, fuzz, load: tests/pure_python_modules.txt, kept complete by tests/events/test_pure_python.py)
 # runs again without it, as on a machine with no C compiler (README, "Compiled codec").
 echo "test.sh: again in pure-Python mode (STREAMER_PURE_PYTHON=1): $(grep -vc '^#' tests/pure_python_modules.txt) modules"
 STREAMER_PURE_PYTHON=1 exec .venv/bin/python -m pytest -q -p no:cacheprovider $(grep -v '^#' tests/pure_python_modules.txt)

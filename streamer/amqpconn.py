@@ -20,6 +20,7 @@ from urllib.parse import unquote, urlsplit
 import aio_pika
 
 from .amqperrors import classify
+from .core.options import is_true
 from .urls import mask
 
 CONNECT_TIMEOUT = 10.0
@@ -107,16 +108,12 @@ def parse_target(url: str, *, need_exchange: bool = True) -> AMQPTarget:
     )
 
 
-def _truthy(value: Any) -> bool:
-    return value if isinstance(value, bool) else str(value).strip().lower() in ("1", "true", "yes", "on")
-
-
 def tls_context(options: dict[str, Any]) -> ssl.SSLContext:
     """TLS for amqps: system CAs or `cafile`, client cert `certfile`/`keyfile`, `verify=false` to skip checks."""
     context = ssl.create_default_context(cafile=options.get("cafile") or None)
     if options.get("certfile"):
         context.load_cert_chain(options["certfile"], options.get("keyfile") or None)
-    if not _truthy(options.get("verify", True)):
+    if not is_true(options.get("verify", True)):
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
     return context

@@ -171,8 +171,9 @@ def build_parser() -> argparse.ArgumentParser:
                               "goes to <jobstate.log>.streamer.json)")
         _endpoint_options(cmd)
         cmd.add_argument("--no-recursive", action="store_true", help="do not follow sub-workflows")
-        cmd.add_argument("--timezone", metavar="TZ", help="zone of DAGMan's zone-less times: an IANA name, UTC or an offset "
-                                                            "(-08:00); default: the one braindump.yml records")
+        cmd.add_argument("--timezone", metavar="TZ",
+                         help="zone of DAGMan's zone-less times: an IANA name, UTC or an offset "
+                              "(-08:00); default: the one braindump.yml records")
         cmd.add_argument("--append", action="store_true",
                          help="keep what an earlier run wrote: database rows of this workflow, and "
                               "the content of file endpoints (a replay overwrites them otherwise, as monitord -r)")
@@ -277,7 +278,8 @@ async def cmd_load(args: argparse.Namespace) -> int:
     for name in args.files:
         path = Path(name)
         if path.is_dir():
-            raise ConfigError(f"{name}: is a directory, not an event file (for a submit dir use: streamer replay {name})")
+            raise ConfigError(f"{name}: is a directory, not an event file "
+                              f"(for a submit dir use: streamer replay {name})")
         _check_input(path, args.follow)
         try:
             check_event_file(path)
@@ -488,7 +490,8 @@ async def dispatch(args: argparse.Namespace) -> int:
 
 
 def _dash_values(argv: list[str]) -> list[str]:
-    """`--dest -?events=...`, `--timezone -08:00` as `--dest=...`: argparse takes a value starting with `-` for an option."""
+    """`--dest -?events=...`, `--timezone -08:00` as `--dest=...`: argparse takes a value starting with `-` for an
+    option."""
     out: list[str] = []
     for item in argv:
         previous = out[-1] if out else ""

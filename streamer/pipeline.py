@@ -76,7 +76,8 @@ class Progress:
             self.stream.flush()
 
 
-def build_endpoints(specs: list[EndpointSpec], defaults: dict[str, Any] | None = None) -> list[tuple[Endpoint, EndpointSpec]]:
+def build_endpoints(specs: list[EndpointSpec],
+                    defaults: dict[str, Any] | None = None) -> list[tuple[Endpoint, EndpointSpec]]:
     endpoints = []
     for spec in specs:
         options = {**(defaults or {}), **spec.options}
@@ -200,4 +201,5 @@ def print_summary(result: RunResult, stream: TextIO, *, bad_lines: int = 0) -> N
         state = f"FAILED: {failed}" if failed else "ok"
         stream.write(f"  {delivered:>10,} -> {name}  {state}\n")
     if bad_lines:
-        stream.write(f"streamer: {bad_lines:,} malformed line(s) skipped (see messages above; --strict stops at the first)\n")
+        stream.write(f"streamer: {bad_lines:,} malformed line(s) skipped "
+                     "(see messages above; --strict stops at the first)\n")

@@ -8,7 +8,7 @@ from typing import Any
 
 import aio_pika
 
-from conftest import AMQP_HOST, AMQP_PORT
+from tests.conftest import AMQP_HOST, AMQP_PORT
 
 
 def unique(prefix: str) -> str:

@@ -104,15 +104,7 @@ def restore_logging():
 @pytest.fixture
 async def pg_db(postgres_dsn: str):
     """A fresh PostgreSQL database per test, dropped afterwards."""
-    import uuid
+    from tests.pghelp import fresh_database
 
-    import asyncpg
-
-    name = f"streamer_test_{uuid.uuid4().hex[:12]}"
-    admin = await asyncpg.connect(postgres_dsn)
-    await admin.execute(f"CREATE DATABASE {name}")
-    try:
-        yield postgres_dsn.rsplit("/", 1)[0] + f"/{name}"
-    finally:
-        await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        await admin.close()
+    async with fresh_database(postgres_dsn) as url:
+        yield url

@@ -16,12 +16,10 @@ import os
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from dbstream import batches, synthetic  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository: streamer and tests
 
 from streamer.endpoints import create_endpoint  # noqa: E402
+from tests.dbstream import batches, synthetic  # noqa: E402
 
 
 async def main() -> None:

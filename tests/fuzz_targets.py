@@ -2,7 +2,7 @@
 
 A target takes bytes and either returns or raises the error its parser
 documents; anything else (a crash, another exception, compiled and Python
-disagreeing) is a finding. `tests/test_fuzz.py` runs each target for a few
+disagreeing) is a finding. `tests/monitor/test_fuzz.py` runs each target for a few
 seconds with hypothesis on hostile inputs (mutated corpus lines, deep nesting,
 huge tokens, out-of-range timestamps); `bench/fuzz.py --minutes N` runs them
 longer, coverage-guided with atheris when it is installed.

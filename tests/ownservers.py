@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from conftest import port_open, unavailable
+from tests.conftest import port_open, unavailable
 
 PG_VERSION_DIR = Path("/usr/lib/postgresql")
 

@@ -2,7 +2,7 @@
 
 Why a script: a Grafana dashboard is a few hundred lines of repetitive JSON;
 its meaning here is a handful of queries. The queries live below, readable and
-tested (tests/test_deploy_dashboards.py runs the SQL on PostgreSQL and checks
+tested (tests/deploy/test_deploy_postgres.py runs the SQL on PostgreSQL and checks
 every Elasticsearch field against streamer's messages); the JSON files in
 dashboards/ are this script's output and must stay in sync with it:
 

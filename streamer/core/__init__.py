@@ -2,4 +2,4 @@
 knowing what they say (`record`: the record/codec protocol; `overflow`: the
 bus's per-endpoint overflow file; `options`: option values as typed data;
 `dbnaming`: the default database's name). Nothing here imports the rest of
-streamer (tests/test_architecture.py checks it); a codec is injected."""
+streamer (tests/architecture/test_architecture.py checks it); a codec is injected."""

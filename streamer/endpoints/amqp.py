@@ -46,8 +46,8 @@ from typing import Any, Sequence
 import aio_pika
 
 from .. import amqpconn
-from ..amqpconn import _PERMANENT, AMQPTarget, BrokerUnavailable, _reason, _truthy, connect, tls_context  # noqa: F401
-from ..core.options import OptionError
+from ..amqpconn import _PERMANENT, AMQPTarget, BrokerUnavailable, _reason, connect, tls_context  # noqa: F401
+from ..core.options import OptionError, is_true
 from ..core.options import parse_size as _parse_size
 from ..events import Event, jsonenc
 from ..core.spool import Spool, SpoolError, SpoolFull
@@ -135,10 +135,10 @@ class Publisher:
             declare = str(options.get("declare", "true")).lower()
             if declare == "passive":
                 await channel.get_exchange(target.exchange, ensure=True)
-            elif _truthy(declare):
+            elif is_true(declare):
                 await channel.declare_exchange(
                     target.exchange, str(options.get("exchange_type", "topic")),
-                    durable=_truthy(options.get("durable", True)),
+                    durable=is_true(options.get("durable", True)),
                 )
             raw = await channel.get_underlay_channel()
         except BaseException as exc:
@@ -148,7 +148,7 @@ class Publisher:
             reason = _reason(exc)
             raise BrokerUnavailable(f"{target.display}: exchange {target.exchange!r}: {reason}",
                                     permanent=any(p in reason for p in _PERMANENT)) from None
-        return cls(connection, channel, raw, target.exchange, _truthy(options.get("mandatory", True)))
+        return cls(connection, channel, raw, target.exchange, is_true(options.get("mandatory", True)))
 
     @property
     def alive(self) -> bool:
@@ -507,7 +507,8 @@ def _item_from_record(record: bytes) -> Item:
 
 
 def default_spool_dir(target: AMQPTarget) -> Path:
-    """Stable per destination, so the next run finds what this one left: $STREAMER_STATE_DIR or ~/.local/state/streamer."""
+    """Stable per destination, so the next run finds what this one left: $STREAMER_STATE_DIR or
+    ~/.local/state/streamer."""
     base = os.environ.get("STREAMER_STATE_DIR") or os.path.join(
         os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state"), "streamer")
     ident = f"{target.user}@{target.host}:{target.port}/{target.vhost}/{target.exchange}"

@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import getpass
 import logging
-import time
 from dataclasses import dataclass
 from typing import Any, Sequence
 from urllib.parse import unquote, urlsplit
@@ -55,7 +54,8 @@ except ModuleNotFoundError:  # pragma: no cover - asyncmy is a runtime dependenc
 LOCK_NAME = "streamer.stampede"
 """Named lock every writer takes for a batch (and for creating the schema)."""
 LOCK_TIMEOUT = 300
-SQL_MODE = "ANSI_QUOTES,STRICT_TRANS_TABLES,NO_ZERO_DATE,NO_ZERO_IN_DATE,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION"
+SQL_MODE = ("ANSI_QUOTES,STRICT_TRANS_TABLES,NO_ZERO_DATE,NO_ZERO_IN_DATE,ERROR_FOR_DIVISION_BY_ZERO,"
+            "NO_ENGINE_SUBSTITUTION")
 _LOST = {2003, 2006, 2013, 2055, 1927, 1053}
 """Client/server error codes of a connection that went away (or never came)."""
 
@@ -96,7 +96,8 @@ def parse_target(url: EndpointURL) -> MySQLTarget:
         port = parts.port or 3306
     except ValueError:
         raise EndpointError(f"{url.masked}: bad port") from None
-    return MySQLTarget(parts.hostname or "localhost", port, unquote(parts.username) if parts.username else getpass.getuser(),
+    return MySQLTarget(parts.hostname or "localhost", port,
+                       unquote(parts.username) if parts.username else getpass.getuser(),
                        unquote(parts.password) if parts.password is not None else None, database)
 
 
@@ -197,7 +198,8 @@ class MySQLEndpoint(Endpoint):
             await cur.execute("SELECT GET_LOCK(%s, %s)", (LOCK_NAME, LOCK_TIMEOUT))
             (got,) = await cur.fetchone()
         if got != 1:
-            raise EndpointError(f"{self.name}: lock {LOCK_NAME} not obtained in {LOCK_TIMEOUT}s (another writer stuck?)")
+            raise EndpointError(f"{self.name}: lock {LOCK_NAME} not obtained in {LOCK_TIMEOUT}s "
+                                "(another writer stuck?)")
         try:
             return await fn(conn, *args)
         finally:
@@ -208,32 +210,22 @@ class MySQLEndpoint(Endpoint):
                 pass
 
     async def _ensure_schema(self, conn: Any) -> None:
+        check = schema_version.SchemaCheck(self.name, upgrade=self.flag("upgrade_schema"), dialect="mysql")
         existing = await _existing_tables(conn)
-        version = None
-        upgraded = False
-        if existing.get("dbversion") == list(schema.BY_NAME["dbversion"].column_names):
-            async with conn.cursor() as cur:
+        async with conn.cursor() as cur:
+            if check.reads_version(existing):
                 await cur.execute(schema_version.LATEST_VERSION_SQL)
-                version = schema_version.parse_version(await cur.fetchone())
-        try:
-            if schema_version.needs_upgrade(version, self.name, allowed=self.flag("upgrade_schema")):
-                async with conn.cursor() as cur:
-                    for sql in schema_version.upgrade_statements(existing, "mysql"):
-                        await cur.execute(sql)
-                existing, version, upgraded = await _existing_tables(conn), schema.SCHEMA_VERSION, True
-            missing = schema.check(existing, version)
-        except schema.SchemaMismatch as exc:
-            raise EndpointError(f"{self.name}: {exc}") from None
+                check.found(await cur.fetchone())
+            for sql in check.upgrade_sql(existing):
+                await cur.execute(sql)
+        missing = check.missing(await _existing_tables(conn) if check.upgraded else existing)
         async with conn.cursor() as cur:
             for table in schema.TABLES:
                 if table.name in missing:
                     await cur.execute(mysql_schema.create_table_sql(table))
-            if version is None or upgraded:
+            if (row := check.version_row()) is not None:
                 await cur.execute(
-                    "INSERT INTO dbversion (version_number, version, version_timestamp) VALUES (%s, %s, %s)",
-                    (schema.SCHEMA_VERSION,
-                     schema_version.UPGRADED_VERSION_TEXT if upgraded else str(schema.SCHEMA_VERSION),
-                     int(time.time())))
+                    "INSERT INTO dbversion (version_number, version, version_timestamp) VALUES (%s, %s, %s)", row)
         await conn.commit()
 
     # -- writing --------------------------------------------------------------
@@ -318,13 +310,8 @@ class MySQLEndpoint(Endpoint):
 
 async def _existing_tables(conn: Any) -> dict[str, list[str]]:
     async with conn.cursor() as cur:
-        await cur.execute("SELECT table_name, column_name FROM information_schema.columns "
-                          "WHERE table_schema = DATABASE() ORDER BY table_name, ordinal_position")
-        rows = await cur.fetchall()
-    existing: dict[str, list[str]] = {}
-    for table, column in rows:
-        existing.setdefault(table, []).append(column)
-    return existing
+        await cur.execute(schema_version.COLUMNS_SQL.format("DATABASE()"))
+        return schema_version.tables_of(await cur.fetchall())
 
 
 def insert_sql(table: str, cols: Sequence[str]) -> str:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from typing import Any, Sequence
 
 from ..events import Event
@@ -287,34 +286,20 @@ async def _copy_insert(conn: Any, table: str, cols: Sequence[str], rows: list[tu
 
 
 async def _existing_tables(conn: Any) -> dict[str, list[str]]:
-    rows = await conn.fetch(
-        "SELECT table_name, column_name FROM information_schema.columns "
-        "WHERE table_schema = current_schema() ORDER BY table_name, ordinal_position"
-    )
-    existing: dict[str, list[str]] = {}
-    for table, column in rows:
-        existing.setdefault(table, []).append(column)
-    return existing
+    return schema_version.tables_of(await conn.fetch(schema_version.COLUMNS_SQL.format("current_schema()")))
 
 
 async def _ensure_schema(conn: Any, endpoint_name: str, *, upgrade: bool = False) -> None:
     """Create the schema when missing; upgrade (when asked) or refuse an older one; refuse another schema."""
+    check = schema_version.SchemaCheck(endpoint_name, upgrade=upgrade, dialect="postgresql")
     async with conn.transaction():
         await conn.execute(f"SELECT pg_advisory_xact_lock({_ADVISORY_LOCK})")
         existing = await _existing_tables(conn)
-        version = None
-        upgraded = False
-        if existing.get("dbversion") == list(schema.BY_NAME["dbversion"].column_names):
-            version = schema_version.parse_version(await conn.fetchrow(schema_version.LATEST_VERSION_SQL))
-        try:
-            if schema_version.needs_upgrade(version, endpoint_name, allowed=upgrade):
-                for sql in schema_version.upgrade_statements(existing, "postgresql"):
-                    await conn.execute(sql)
-                existing = await _existing_tables(conn)
-                version, upgraded = schema.SCHEMA_VERSION, True
-            missing = schema.check(existing, version)
-        except schema.SchemaMismatch as exc:
-            raise EndpointError(f"{endpoint_name}: {exc}") from None
+        if check.reads_version(existing):
+            check.found(await conn.fetchrow(schema_version.LATEST_VERSION_SQL))
+        for sql in check.upgrade_sql(existing):
+            await conn.execute(sql)
+        missing = check.missing(await _existing_tables(conn) if check.upgraded else existing)
         for table in schema.TABLES:
             if table.name in missing:
                 for type_name, sql in schema.create_enum_sql(table):
@@ -323,9 +308,6 @@ async def _ensure_schema(conn: Any, endpoint_name: str, *, upgrade: bool = False
                 await conn.execute(schema.create_table_sql(table, "postgresql"))
             for sql in schema.create_index_sql(table, "postgresql"):
                 await conn.execute(sql)
-        if version is None or upgraded:
+        if (row := check.version_row()) is not None:
             await conn.execute(
-                "INSERT INTO dbversion (version_number, version, version_timestamp) VALUES ($1, $2, $3)",
-                schema.SCHEMA_VERSION,
-                schema_version.UPGRADED_VERSION_TEXT if upgraded else str(schema.SCHEMA_VERSION), int(time.time()),
-            )
+                "INSERT INTO dbversion (version_number, version, version_timestamp) VALUES ($1, $2, $3)", *row)

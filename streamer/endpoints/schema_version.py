@@ -19,11 +19,19 @@ migrations 9..14 take on tables and columns:
 then a `dbversion` row `14.0` is appended, as `pegasus-db-admin update` does.
 Pegasus 5 never reads a database below version 8 (DB_MIN_VERSION): such a
 database, and one newer than ours, is refused.
+
+`SchemaCheck` holds these decisions once for the SQLite, PostgreSQL and MySQL
+endpoints; each runs the SQL with its own driver, inside its own transaction or
+lock.
 """
 
 from __future__ import annotations
 
-from .stampede_schema import SCHEMA_VERSION, SchemaMismatch
+import time
+from typing import Any, Iterable
+
+from .base import EndpointError
+from .stampede_schema import BY_NAME, SCHEMA_VERSION, SchemaMismatch, check
 
 MIN_UPGRADABLE = 8
 """Pegasus 5's DB_MIN_VERSION: the oldest schema its migrations start from."""
@@ -89,3 +97,68 @@ def upgrade_statements(existing: dict[str, list[str]], dialect: str = "sqlite") 
         if "avg_cpu" not in columns:
             out.append("ALTER TABLE invocation ADD COLUMN avg_cpu NUMERIC(16, 6)")
     return out
+
+
+COLUMNS_SQL = ("SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = {} "
+               "ORDER BY table_name, ordinal_position")
+"""Tables and their columns in order, from a server's catalog: `.format` the current schema's expression."""
+
+
+def tables_of(rows: Iterable[Any]) -> dict[str, list[str]]:
+    """(table, column) rows in column order -> {table: [columns]}."""
+    existing: dict[str, list[str]] = {}
+    for table, column in rows:
+        existing.setdefault(table, []).append(column)
+    return existing
+
+
+class SchemaCheck:
+    """Create, upgrade or refuse a database's Stampede schema. A driver runs, in one transaction or lock:
+
+        check = SchemaCheck(endpoint_name, upgrade=..., dialect=...)
+        existing = <tables and their columns>
+        if check.reads_version(existing):
+            check.found(<the row of LATEST_VERSION_SQL>)
+        <run check.upgrade_sql(existing)>
+        missing = check.missing(<tables and columns read again> if check.upgraded else existing)
+        <create the missing tables (and indexes)>; <insert check.version_row() into dbversion unless None>
+
+    A refusal (another schema, a version Pegasus would not upgrade, an upgrade not allowed) is an
+    `EndpointError` naming the endpoint."""
+
+    def __init__(self, endpoint_name: str, *, upgrade: bool, dialect: str) -> None:
+        self.endpoint_name = endpoint_name
+        self.allowed = upgrade
+        self.dialect = dialect
+        self.version: int | None = None
+        self.upgraded = False
+
+    def reads_version(self, existing: dict[str, list[str]]) -> bool:
+        """Whether the database has Pegasus's `dbversion` table to read the version from."""
+        return existing.get("dbversion") == list(BY_NAME["dbversion"].column_names)
+
+    def found(self, row: Any) -> None:
+        self.version = parse_version(row)
+
+    def upgrade_sql(self, existing: dict[str, list[str]]) -> list[str]:
+        """The statements of the upgrade, or none when the version is ours (or there is none)."""
+        try:
+            if not needs_upgrade(self.version, self.endpoint_name, allowed=self.allowed):
+                return []
+        except SchemaMismatch as exc:
+            raise EndpointError(f"{self.endpoint_name}: {exc}") from None
+        self.version, self.upgraded = SCHEMA_VERSION, True
+        return upgrade_statements(existing, self.dialect)
+
+    def missing(self, existing: dict[str, list[str]]) -> set[str]:
+        """The tables to create; refuses tables that are another schema's."""
+        try:
+            return set(check(existing, self.version))
+        except SchemaMismatch as exc:
+            raise EndpointError(f"{self.endpoint_name}: {exc}") from None
+
+    def version_row(self) -> tuple[int, str, int] | None:
+        """(version_number, version, version_timestamp) to append to `dbversion`: for a new or upgraded schema."""
+        if self.version is not None and not self.upgraded:
+            return None
+        return SCHEMA_VERSION, UPGRADED_VERSION_TEXT if self.upgraded else str(SCHEMA_VERSION), int(time.time())

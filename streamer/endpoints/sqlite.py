@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -163,7 +162,8 @@ class SQLiteEndpoint(Endpoint):
             if kind is not None:
                 raise TransientError(kind, f"{self.path}: {exc}") from None
             if isinstance(exc, sqlite3.Error):
-                raise EndpointError(f"{self.name}: batch of {len(records)} provenance records not written: {exc}") from None
+                raise EndpointError(
+                    f"{self.name}: batch of {len(records)} provenance records not written: {exc}") from None
             raise
         self._records_ready = True
         self.stats.events += len(records)
@@ -234,32 +234,22 @@ def _existing_tables(conn: sqlite3.Connection) -> dict[str, list[str]]:
 
 def _ensure_schema(conn: sqlite3.Connection, endpoint_name: str, *, upgrade: bool = False) -> None:
     """Create the schema when missing; upgrade (when asked) or refuse an older one; refuse another schema."""
+    check = schema_version.SchemaCheck(endpoint_name, upgrade=upgrade, dialect="sqlite")
     conn.execute("BEGIN IMMEDIATE")
     try:
         existing = _existing_tables(conn)
-        version = None
-        upgraded = False
-        if "dbversion" in existing and existing["dbversion"] == list(schema.BY_NAME["dbversion"].column_names):
-            version = schema_version.parse_version(conn.execute(schema_version.LATEST_VERSION_SQL).fetchone())
-        try:
-            if schema_version.needs_upgrade(version, endpoint_name, allowed=upgrade):
-                for sql in schema_version.upgrade_statements(existing, "sqlite"):
-                    conn.execute(sql)
-                existing, version, upgraded = _existing_tables(conn), schema.SCHEMA_VERSION, True
-            missing = schema.check(existing, version)
-        except schema.SchemaMismatch as exc:
-            raise EndpointError(f"{endpoint_name}: {exc}") from None
+        if check.reads_version(existing):
+            check.found(conn.execute(schema_version.LATEST_VERSION_SQL).fetchone())
+        for sql in check.upgrade_sql(existing):
+            conn.execute(sql)
+        missing = check.missing(_existing_tables(conn) if check.upgraded else existing)
         for table in schema.TABLES:
             if table.name in missing:
                 conn.execute(schema.create_table_sql(table, "sqlite"))
             for sql in schema.create_index_sql(table, "sqlite"):
                 conn.execute(sql)
-        if version is None or upgraded:
-            conn.execute(
-                "INSERT INTO dbversion (version_number, version, version_timestamp) VALUES (?, ?, ?)",
-                (schema.SCHEMA_VERSION, schema_version.UPGRADED_VERSION_TEXT if upgraded else str(schema.SCHEMA_VERSION),
-                 int(time.time())),
-            )
+        if (row := check.version_row()) is not None:
+            conn.execute("INSERT INTO dbversion (version_number, version, version_timestamp) VALUES (?, ?, ?)", row)
         conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:

@@ -310,7 +310,8 @@ def create_table_sql(table: Table, dialect: Dialect) -> str:
         kind = enums[col.name][0] if col.name in enums else col.sql_type(dialect)
         if dialect == "postgresql" and col.kind == "id" and table.primary_key != (col.name,):
             kind = "BIGINT"
-        not_null = " NOT NULL" if col.not_null and not (dialect == "sqlite" and table.autoincrement and col.kind == "id") else ""
+        sqlite_rowid = dialect == "sqlite" and table.autoincrement and col.kind == "id"
+        not_null = " NOT NULL" if col.not_null and not sqlite_rowid else ""
         if dialect == "sqlite" and table.autoincrement and col.kind == "id":
             lines.append(f"\t{quote(col.name)} INTEGER NOT NULL PRIMARY KEY AUTOINCREMENT")
             continue

@@ -6,7 +6,7 @@ MySQL: keys `BIGINT` (`AUTO_INCREMENT` for the primary keys), `INT`,
 `DECIMAL(16,6)` / `DECIMAL(10,3)`, `BOOL`, native `ENUM` columns for the
 enumerations, `TEXT` / `VARCHAR(n)`; InnoDB, utf8mb4; unique constraints and
 indexes inside `CREATE TABLE` (MySQL has no `CREATE INDEX IF NOT EXISTS`).
-`tests/test_mysql.py` compares the result column for column with a database
+`tests/endpoints/test_mysql.py` compares the result column for column with a database
 `pegasus-db-admin create` made on the same server.
 
 Identifiers are written with double quotes, like the loader's SQL: the

@@ -95,7 +95,8 @@ def pretty_line(event: Event, *, colour: bool, verbose: bool = False) -> str:
     rest = _fields_text(fields, verbose)
     name = event.name  # the full name, so a copied one works in --events
     if colour:
-        return f"{_DIM}{_clock(fields.get('ts'))} {wf}{_RESET} {_colour_for(event)}{name:<33}{_RESET} {subject} {rest}".rstrip()
+        return (f"{_DIM}{_clock(fields.get('ts'))} {wf}{_RESET} {_colour_for(event)}{name:<33}{_RESET} "
+                f"{subject} {rest}").rstrip()
     return f"{_clock(fields.get('ts'))} {wf} {name:<33} {subject} {rest}".rstrip()
 
 

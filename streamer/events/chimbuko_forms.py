@@ -112,5 +112,6 @@ def pretty(event: Event) -> str:
                 f"calls={profile.get('count')} mean={profile.get('mean')}us anomalies={count or 0}")
     if kind == "counter_stats":
         stats = f.get("stats") or {}
-        return f"{_time(None)} {kind:<13} {f.get('counter')} app={f.get('app')} count={stats.get('count')} mean={stats.get('mean')}"
+        return (f"{_time(None)} {kind:<13} {f.get('counter')} app={f.get('app')} count={stats.get('count')} "
+                f"mean={stats.get('mean')}")
     return f"{_time(None)} {kind:<13} {f.get('func_name')} pid={f.get('pid')} fid={f.get('fid')}"

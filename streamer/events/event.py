@@ -225,7 +225,7 @@ _native = native.CODEC
 
 FAST_CONVERTERS = (_integer, _num_or_ts, _timestamp, _parse_ts_cached)
 """The converters whose common texts the compiled codec reads itself (integer, number, timestamp), and the
-cached timestamp parser it calls: the same values (tests/test_bpfast.py checks them against these)."""
+cached timestamp parser it calls: the same values (tests/events/test_bpfast.py checks them against these)."""
 
 Todo = list[tuple[str, Callable[[Any], Any]]]
 _shape_converters: dict[tuple[str, tuple[str, ...]], Todo] = {}

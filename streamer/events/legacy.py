@@ -1,7 +1,7 @@
 """Pegasus 3.x events (seed 000) -> the 4.x/5.x schema: names, fields and values.
 
 A 3.x stream loads into a Stampede database exactly as the 4.x stream of the
-same run would (`tests/test_legacy3x.py` checks it row for row):
+same run would (`tests/events/test_legacy3x.py` checks it row for row):
 
 | 3.x event                                        | 4.x event                     |
 |--------------------------------------------------|-------------------------------|
@@ -13,12 +13,14 @@ same run would (`tests/test_legacy3x.py` checks it row for row):
 | stampede.task.edge, stampede.job.edge            | (same names, fields renamed)  |
 | stampede.jobinstance.prescript.start             | stampede.job_inst.pre.start   |
 | stampede.jobinstance.prescript.end / .finish     | stampede.job_inst.pre.end     |
-| stampede.jobinstance.mainjob.start               | stampede.job_inst.submit.start (3.x: "the job is found in dagman.out": it creates the instance) |
+| stampede.jobinstance.mainjob.start               | stampede.job_inst.submit.start (*) |
 | stampede.jobinstance.mainjob.end                 | stampede.job_inst.main.end    |
 | stampede.jobinstance.postscript.start / .end     | stampede.job_inst.post.start / .end |
 | stampede.jobinstance.state `state=S`             | the 4.x event of state S, with its `js.id` (table `STATE_EVENTS`) |
 | stampede.invocation.prescript/mainjob/postscript | stampede.inv.end              |
 | stampede.host                                    | stampede.job_inst.host.info   |
+
+(*) In 3.x `mainjob.start` means "the job is found in dagman.out": it creates the instance.
 
 In 3.x the job states (the `jobstate` rows) come only from
 `jobinstance.state`; the lifecycle events (`mainjob.start`, `prescript.end`,

@@ -113,8 +113,9 @@ class NotificationEndpoint(Endpoint):
         err = tempfile.TemporaryFile()
         try:
             try:
-                process = await asyncio.create_subprocess_exec(*argv, stdout=out, stderr=err, stdin=asyncio.subprocess.DEVNULL,
-                                                               env=env, cwd=notification.cwd, start_new_session=True)
+                process = await asyncio.create_subprocess_exec(
+                    *argv, stdout=out, stderr=err, stdin=asyncio.subprocess.DEVNULL,
+                    env=env, cwd=notification.cwd, start_new_session=True)
             except OSError as exc:
                 log.warning("cannot start notification executable: %s (%s)", notification.label, exc.strerror or exc)
                 await self._record(notification, f"not started: {exc.strerror or exc}", "", "")
@@ -122,7 +123,10 @@ class NotificationEndpoint(Endpoint):
             log.info("started notification for: %s", notification.label)
             status: str
             try:
-                code = await asyncio.wait_for(process.wait(), self.timeout) if self.timeout > 0 else await process.wait()
+                if self.timeout > 0:
+                    code = await asyncio.wait_for(process.wait(), self.timeout)
+                else:
+                    code = await process.wait()
                 status = str(code)
             except asyncio.TimeoutError:
                 status = await self._terminate(process, notification)

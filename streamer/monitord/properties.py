@@ -19,11 +19,10 @@ from pathlib import Path
 from typing import Mapping
 
 from ..config import ConfigError, EndpointSpec, normalise_url
+from ..core.options import OptionError, parse_bool
 from ..urls import mask
 
 _WORKFLOW_URL = re.compile(r"^pegasus\.catalog\.workflow\.([^.]+)\.url$")
-_TRUE = ("true", "yes", "on", "1")
-_FALSE = ("false", "no", "off", "0")
 
 
 @dataclass
@@ -49,12 +48,10 @@ class Properties:
         text = self.get(key)
         if text is None or text.strip() == "":
             return default
-        lowered = text.strip().lower()
-        if lowered in _TRUE:
-            return True
-        if lowered in _FALSE:
-            return False
-        raise ConfigError(f"{self.where(key)}: {key} must be true or false, not {text!r}")
+        try:
+            return parse_bool(text)
+        except OptionError:
+            raise ConfigError(f"{self.where(key)}: {key} must be true or false, not {text!r}") from None
 
     def integer(self, key: str, *, minimum: int = 0) -> int | None:
         text = self.get(key)

@@ -21,6 +21,7 @@ from typing import Any, AsyncIterator
 import orjson
 
 from ..amqpconn import BrokerUnavailable, connect, parse_target
+from ..core.options import is_true
 from ..events import jsonenc
 from ..core.filters import EventFilter
 from ..urls import mask
@@ -115,8 +116,7 @@ class AMQPSource(Source):
             channel = await self._connection.channel()
             await channel.set_qos(prefetch_count=MAX_BATCH * 4)
             await channel.declare_exchange(self.target.exchange, str(self.options.get("exchange_type", "topic")),
-                                           durable=str(self.options.get("durable", "true")).lower() in
-                                           ("1", "true", "yes", "on"))
+                                           durable=is_true(self.options.get("durable", True)))
         queue = await channel.declare_queue(exclusive=True, auto_delete=True)
         underscored = str(self.options.get("routing_key", "event")).lower() == "underscore"
         for key in ["#"] if underscored else binding_keys(self.events):

@@ -83,7 +83,8 @@ def sub_file(plan: Plan, job: Job) -> str:
            f"PEGASUS_WF_LABEL={plan.label} PEGASUS_DAG_JOB_ID={job.name} PEGASUS_SITE={job.site}")
     if job.subwf:
         env = f"_CONDOR_DAGMAN_LOG={sd}/00/00/./{job.subwf}/inner.dag.dagman.out _CONDOR_MAX_DAGMAN_LOG=0 " + env
-        exe, args = "/usr/bin/condor_dagman", " -p 0  -f -l . -Notification never -Lockfile inner.dag.lock -Dag inner.dag -AutoRescue 1 -DoRescueFrom 0 "
+        exe, args = "/usr/bin/condor_dagman", (" -p 0  -f -l . -Notification never -Lockfile inner.dag.lock "
+                                               "-Dag inner.dag -AutoRescue 1 -DoRescueFrom 0 ")
     elif job.jobtype == 1:
         exe, args = f"{sd}/00/00/{job.name}.sh", ""
     else:
@@ -118,7 +119,8 @@ def condor_dag_sub(plan: Plan) -> str:
         "universe\t= scheduler", "executable\t= /usr/bin/condor_dagman", "getenv\t\t= True",
         f"output\t\t= {plan.dag}.lib.out", f"error\t\t= {plan.dag}.lib.err", f"log\t\t= {plan.dag}.dagman.log",
         "remove_kill_sig\t= SIGUSR1",
-        f'arguments\t= "-p 0 -f -l . -Lockfile {plan.dag}.lock -AutoRescue 1 -DoRescueFrom 0 -Dag {plan.dag} -MaxPost 20"',
+        f'arguments\t= "-p 0 -f -l . -Lockfile {plan.dag}.lock -AutoRescue 1 -DoRescueFrom 0 -Dag {plan.dag} '
+        '-MaxPost 20"',
         f'environment\t= "_CONDOR_MAX_DAGMAN_LOG=0 _CONDOR_DAGMAN_LOG={plan.dag}.dagman.out PEGASUS_METRICS=true "',
         f'+pegasus_wf_uuid="{plan.wf_uuid}"', f'+pegasus_root_wf_uuid="{plan.root_uuid}"',
         f'+pegasus_wf_name="{plan.dag_base}"', f'+pegasus_version="{PEGASUS_VERSION}"',

@@ -18,7 +18,8 @@ from .generate import generate
 from .spec import SCENARIOS
 
 
-def run_monitord(python: str, submit_dir: Path, dest: Path, *, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+def run_monitord(python: str, submit_dir: Path, dest: Path, *,
+                 timeout: float = 600) -> subprocess.CompletedProcess[str]:
     """`pegasus-monitord -r --dest file://DEST <dag>.dagman.out`, from inside the submit dir, TZ=UTC."""
     dagman_out = next(submit_dir.glob("*.dag.dagman.out"))
     env = dict(os.environ, TZ="UTC")
@@ -49,9 +50,11 @@ def main(argv: list[str] | None = None) -> int:
             d = generate(Path(tmp) / name, jobs=args.jobs, scenario=name)
             dest = Path(tmp) / f"{name}.bp"
             proc = run_monitord(args.monitord, d, dest)
-            errors = [l for l in (d / "monitord.log").read_text().splitlines() if "ERROR" in l or "Traceback" in l] \
-                if (d / "monitord.log").exists() else []
-            print(f"{name!r}: {count_bp(dest) if dest.exists() else None},  # rc={proc.returncode} errors={len(errors)}")
+            log = d / "monitord.log"
+            errors = [line for line in log.read_text().splitlines() if "ERROR" in line or "Traceback" in line] \
+                if log.exists() else []
+            counted = count_bp(dest) if dest.exists() else None
+            print(f"{name!r}: {counted},  # rc={proc.returncode} errors={len(errors)}")
             for e in errors[:5]:
                 print("   ", e, file=sys.stderr)
             if proc.returncode:

@@ -1,0 +1,320 @@
+"""The collector (`streamer load amqp://…/QUEUE`): publishers -> RabbitMQ -> competing collectors -> PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any, AsyncIterator
+
+import aio_pika
+import asyncpg
+import orjson
+import pytest
+
+from streamer.config import EndpointSpec
+from streamer.endpoints import EndpointError, create_endpoint
+from streamer.endpoints.base import Endpoint
+from streamer.events import bp, jsonenc
+from streamer.pipeline import run_pipeline
+from streamer.sources.amqpqueue import QueueSource
+from streamer.synth import generate
+from streamer.urls import EndpointURL
+from tests import dbcompare
+from tests.amqphelp import unique
+from tests.pghelp import fresh_database, pg_snapshot
+
+
+class Refusing(Endpoint):
+    """An endpoint whose writes fail (a database that went away)."""
+
+    calls = 0
+
+    async def write(self, batch: Any) -> None:
+        self.calls += 1
+        raise EndpointError("refused")
+
+
+WORKFLOWS = (("success", 1), ("retry", 2), ("hierarchical", 3))
+
+
+def streamer(*args: str, **kwargs: Any) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "streamer", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, **kwargs)
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run([sys.executable, "-m", "streamer", *args], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+@pytest.fixture(scope="module")
+def event_files(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """Three synthetic workflows (one hierarchical) replayed to BP files."""
+    base = tmp_path_factory.mktemp("collector")
+    files = []
+    for scenario, seed in WORKFLOWS:
+        submit = generate(base / f"wf{seed}", jobs=5, scenario=scenario, seed=seed, label=f"w{seed}")
+        out = base / f"wf{seed}.bp"
+        run("replay", str(submit), "--dest", str(out), "--no-jobstate", "--timezone", "UTC", "-q")
+        files.append(out)
+    return files
+
+
+@pytest.fixture
+async def databases(postgres_dsn: str) -> AsyncIterator[tuple[str, str]]:
+    async with fresh_database(postgres_dsn, "streamer_coll") as one, \
+            fresh_database(postgres_dsn, "streamer_coll") as two:
+        yield one, two
+
+
+@pytest.fixture
+async def declared_here(amqp_url: str) -> AsyncIterator[list[tuple[str, str]]]:
+    """Exchanges and queues a test declared on the shared broker: deleted afterwards, pass or fail."""
+    names: list[tuple[str, str]] = []
+    yield names
+    connection = await aio_pika.connect(amqp_url.replace("%2F", ""))
+    for kind, name in names:
+        channel = await connection.channel()
+        try:
+            await (channel.queue_delete(name) if kind == "queue" else channel.exchange_delete(name))
+        except Exception:
+            pass
+    await connection.close()
+
+
+async def _consumers(channel: Any, queue: str, count: int) -> None:
+    deadline = time.monotonic() + 30
+    while (await channel.declare_queue(queue, passive=True)).declaration_result.consumer_count < count:
+        assert time.monotonic() < deadline, f"never {count} consumers on {queue}"
+        await asyncio.sleep(0.05)
+
+
+async def pg_count(dsn: str, table: str) -> int:
+    try:
+        conn = await asyncpg.connect(dsn)
+    except Exception:
+        return 0
+    try:
+        return int(await conn.fetchval(f"SELECT count(*) FROM {table}"))
+    except asyncpg.exceptions.UndefinedTableError:
+        return 0
+    finally:
+        await conn.close()
+
+
+async def queue_depth(amqp_url: str, queue: str) -> int:
+    connection = await aio_pika.connect(amqp_url.replace("%2F", ""))
+    try:
+        channel = await connection.channel()
+        declared = await channel.declare_queue(queue, passive=True)
+        return int(declared.declaration_result.message_count)
+    finally:
+        await connection.close()
+
+
+def events_read(err: str) -> int:
+    return int(re.search(r"([\d,]+) events read", err)[1].replace(",", ""))
+
+
+@pytest.mark.rabbitmq
+@pytest.mark.postgres
+@pytest.mark.timeout(180)
+async def test_two_collectors_share_one_queue(event_files: list[Path], databases: tuple[str, str], amqp_url: str,
+                                              declared_here: list[tuple[str, str]]) -> None:
+    """Competing consumers: each collector gets part of every workflow (a job's instance events may reach
+    one before the other committed its job.info: the database endpoint waits for it), together all."""
+    direct, collected = databases
+    run("load", *map(str, event_files), "--dest", direct, "-q")
+    queue = unique("streamer-share-q")
+    declared_here.append(("queue", queue))
+    source = f"{amqp_url}/{queue}?declare=true&single_active=false&prefetch=50&idle=3"
+    connection = await aio_pika.connect(amqp_url.replace("%2F", ""))
+    try:
+        channel = await connection.channel()
+        await channel.declare_queue(queue, durable=True)  # what `?declare=true` makes: a plain durable queue
+        collectors = [streamer("load", source, "--dest", collected) for _ in range(2)]
+        await _consumers(channel, queue, 2)
+        total = 0
+        for f in event_files:  # straight to the queue (the default exchange), as a site's exchange routes them
+            for line in f.read_text().splitlines():
+                body = jsonenc.dumps(bp.parse_line(line))  # monitord's JSON form, as the AMQP endpoint sends
+                await channel.default_exchange.publish(aio_pika.Message(body if isinstance(body, bytes)
+                                                                        else body.encode()), routing_key=queue)
+                total += 1
+    finally:
+        await connection.close()
+    reads = []
+    for collector in collectors:
+        _, err = collector.communicate(timeout=120)
+        assert collector.returncode == 0, err
+        assert "refused" not in err and "rejected" not in err, err
+        reads.append(events_read(err))
+    assert all(n > 0 for n in reads) and sum(reads) == total, reads  # shared, each message once
+    got, expected = await pg_snapshot(collected), await pg_snapshot(direct)
+    for snap in (got, expected):
+        snap["rc_meta"] = Counter({row[:2]: n for row, n in snap["rc_meta"].items()})
+    diff = dbcompare.compare(got, expected)
+    assert not diff, dbcompare.format_diff(diff)
+
+
+@pytest.mark.rabbitmq
+@pytest.mark.postgres
+@pytest.mark.timeout(180)
+async def test_three_publishers_two_collectors_one_killed(event_files: list[Path], databases: tuple[str, str],
+                                                          amqp_url: str, tmp_path: Path,
+                                                          declared_here: list[tuple[str, str]]) -> None:
+    direct, collected = databases
+    run("load", *map(str, event_files), "--dest", direct, "-q")
+    exchange, queue = unique("streamer-coll-ex"), unique("streamer-coll-q")
+    declared_here.extend([("exchange", exchange), ("queue", queue)])
+    connection = await aio_pika.connect(amqp_url.replace("%2F", ""))
+    channel = await connection.channel()  # the site's set-up: what `?declare=true&bind=` would make
+    await channel.declare_exchange(exchange, "topic", durable=True)
+    declared = await channel.declare_queue(queue, durable=True, arguments={"x-single-active-consumer": True})
+    await declared.bind(exchange, routing_key="#")
+    try:
+        # three submit hosts publish their workflows at once (each its own spool, as on its own host)
+        publishers = [streamer("load", str(f), "--dest", f"{amqp_url}/{exchange}?events=*&spool={tmp_path / f.stem}",
+                               "-q") for f in event_files]
+        for publisher in publishers:
+            _, err = publisher.communicate(timeout=60)
+            assert publisher.returncode == 0, err
+        total = await queue_depth(amqp_url, queue)
+        assert total == sum(len(f.read_text().splitlines()) for f in event_files)
+        source = f"{amqp_url}/{queue}?declare=true&single_active=true&bind={exchange}&prefetch=20&idle=3"
+        collectors = [streamer("load", source, "--dest", collected)]
+        await _consumers(channel, queue, 1)  # the first is the active consumer, the second its standby
+        collectors.append(streamer("load", source, "--dest", collected))
+        await _consumers(channel, queue, 2)
+        deadline = time.monotonic() + 60
+        while await pg_count(collected, "jobstate") == 0:  # rows are arriving: kill the active collector
+            assert time.monotonic() < deadline, "no rows reached the database"
+            await asyncio.sleep(0.02)
+        os.kill(collectors[0].pid, signal.SIGKILL)
+        in_queue = await queue_depth(amqp_url, queue)
+    finally:
+        await connection.close()
+    assert in_queue > 0  # killed mid-way: work was left for the standby
+    _, err = collectors[1].communicate(timeout=120)
+    collectors[0].wait(timeout=10)
+    assert collectors[0].returncode == -signal.SIGKILL
+    assert collectors[1].returncode == 0, err
+    assert " -> postgresql://" in err and "ok" in err  # the survivor's summary
+    assert await queue_depth(amqp_url, queue) == 0
+    got, expected = await pg_snapshot(collected), await pg_snapshot(direct)
+    # rc_meta is keyed by file name across workflows (the three share `f.ID0000001`...): its value is that of
+    # whichever workflow's event came first, which depends on how the publishers interleaved, not on collecting
+    for snap in (got, expected):
+        snap["rc_meta"] = Counter({row[:2]: n for row, n in snap["rc_meta"].items()})
+    diff = dbcompare.compare(got, expected)
+    assert not diff, dbcompare.format_diff(diff)
+    assert dbcompare.counts(await pg_snapshot(direct))["job_instance"] > 0
+
+
+@pytest.mark.rabbitmq
+async def test_messages_are_acked_only_once_every_endpoint_has_them(amqp_url: str, tmp_path: Path) -> None:
+    """A failing endpoint leaves every message in the queue; monitord's JSON without event_id is typed as
+    file input is (the file endpoint then writes streamer's form, ids included)."""
+    lines = [
+        "ts=2023-11-14T22:13:20.000000Z event=stampede.xwf.start level=Info "
+        "xwf.id=1e2a3b4c-0000-4000-8000-000000000001 restart_count=0",
+        "ts=2023-11-14T22:13:21.000000Z event=stampede.job_inst.main.start level=Info "
+        "xwf.id=1e2a3b4c-0000-4000-8000-000000000001 job.id=ls_ID1 job_inst.id=1 js.id=3 "
+        "sched.id=12.0 stdout.file=ls.out stdout.text=None stderr.file=ls.err stderr.text=None",
+    ]
+    events = [bp.parse_line(line) for line in lines]
+    bodies = []
+    for event in events:
+        obj = orjson.loads(jsonenc.dumps(event))
+        obj.pop("event_id")  # monitord's own form has none
+        bodies.append(orjson.dumps(obj))
+    queue = unique("streamer-coll-ack")
+    connection = await aio_pika.connect(amqp_url.replace("%2F", ""))
+    channel = await connection.channel()
+    await channel.declare_queue(queue, durable=True)
+    try:
+        for body in bodies:
+            await channel.default_exchange.publish(aio_pika.Message(body), routing_key=queue)
+        failing = Refusing(EndpointURL.parse("term:"))
+        result = await run_pipeline(QueueSource(f"{amqp_url}/{queue}?idle=2"), [], endpoints=[failing],
+                                    extra=[(create_endpoint(f"file://{tmp_path}/a.jsonl"), EndpointSpec(url="a"))],
+                                    progress=False, signals=False)
+        assert result.exit_code == 1 and failing.calls == 1  # it had the messages, and refused them
+        assert await queue_depth(amqp_url, queue) == 2
+        done = await asyncio.to_thread(subprocess.run, [
+            sys.executable, "-m", "streamer", "load", f"{amqp_url}/{queue}?idle=1&prefetch=1",
+            "--dest", str(tmp_path / "b.jsonl")], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        assert await queue_depth(amqp_url, queue) == 0
+        written = (tmp_path / "b.jsonl").read_bytes().splitlines()
+        assert written == [jsonenc.dumps(e) for e in events]
+    finally:
+        await channel.queue_delete(queue)
+        await connection.close()
+
+
+def test_collector_usage_errors(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "streamer", "load", "amqp://u:secret@127.0.0.1:1/%2F/q?prefech=3",
+                           "--dest", str(tmp_path / "x.jsonl")], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "unknown option(s) prefech" in done.stderr and "secret" not in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.rabbitmq
+async def test_collector_reconnects_and_loses_nothing(amqp_url: str, tmp_path: Path) -> None:
+    """The connection drops mid-way: the collector reconnects; what was in flight comes again."""
+    events = [bp.parse_line(f"ts=2023-11-14T22:13:{i:02d}.000000Z event=stampede.xwf.start level=Info "
+                            f"xwf.id=1e2a3b4c-0000-4000-8000-0000000000{i:02d} restart_count=0") for i in range(20)]
+    queue = unique("streamer-coll-reconnect")
+    connection = await aio_pika.connect(amqp_url.replace("%2F", ""))
+    channel = await connection.channel()
+    await channel.declare_queue(queue, durable=True)
+    source = QueueSource(f"{amqp_url}/{queue}?idle=2&prefetch=3")
+    out = tmp_path / "out.jsonl"
+    try:
+        for event in events[:10]:
+            await channel.default_exchange.publish(aio_pika.Message(jsonenc.dumps(event)), routing_key=queue)
+        run = asyncio.create_task(run_pipeline(source, [EndpointSpec(url=f"file://{out}")], progress=False,
+                                               signals=False))
+        while source.received < 4:
+            await asyncio.sleep(0.01)
+        assert source.health() is None
+        await source._connection.close()  # as if the broker had dropped it
+        assert "broker unreachable" in (source.health() or "")  # /healthz says so until it is back
+        for event in events[10:]:
+            await channel.default_exchange.publish(aio_pika.Message(jsonenc.dumps(event)), routing_key=queue)
+        result = await asyncio.wait_for(run, 60)
+        assert result.exit_code == 0 and source.reconnects == 1
+        assert await queue_depth(amqp_url, queue) == 0
+        got = [orjson.loads(line)["event_id"] for line in out.read_bytes().splitlines()]
+        assert set(got) == {e.id for e in events}  # none lost (what was in flight may come twice: at least once)
+        assert len(got) - len(set(got)) <= 3  # at most the prefetch window again
+    finally:
+        await channel.queue_delete(queue)
+        await connection.close()
+
+
+@pytest.mark.postgres
+def test_an_orphan_is_refused_after_wait_parents(databases: tuple[str, str], tmp_path: Path) -> None:
+    """An event whose job nobody loads waits `wait_parents` seconds, then is refused naming the wait."""
+    _, db = databases
+    orphan = tmp_path / "orphan.bp"
+    orphan.write_text("ts=2024-01-01T00:00:00.000000Z event=stampede.job_inst.submit.start level=Info "
+                      "xwf.id=0d6d6a0e-0000-4000-8000-000000000001 job_inst.id=1 js.id=1 job.id=never_declared "
+                      "sched.id=1.0\n")
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "streamer", "load", str(orphan), "--dest",
+                           f"{db}?wait_parents=0.5"], capture_output=True, text=True, timeout=120)
+    assert time.monotonic() - started >= 0.5
+    assert done.returncode == 0, done.stderr
+    assert "unknown workflow 0d6d6a0e-0000-4000-8000-000000000001 (no stampede.wf.plan loaded for it) " \
+           "(waited 0.5 s for it)" in done.stderr
