@@ -228,6 +228,97 @@ async def test_three_publishers_two_collectors_one_killed(event_files: list[Path
 
 
 @pytest.mark.rabbitmq
+@pytest.mark.postgres
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("restart", [False, True], ids=["survivor-alone", "restarted"])
+async def test_competing_collectors_one_killed(event_files: list[Path], databases: tuple[str, str], amqp_url: str,
+                                               tmp_path: Path, declared_here: list[tuple[str, str]],
+                                               restart: bool) -> None:
+    """The issue's acceptance with competing consumers (`single_active=false`): three publishers -> one plain
+    queue -> two collectors sharing it; one is SIGKILLed mid-way (its unacknowledged messages go back to the
+    queue, behind later events of the same jobs), restarted or not: the rows equal the three direct loads."""
+    direct, collected = databases
+    run("load", *map(str, event_files), "--dest", direct, "-q")
+    exchange, queue = unique("streamer-compete-ex"), unique("streamer-compete-q")
+    declared_here.extend([("exchange", exchange), ("queue", queue)])
+    connection = await aio_pika.connect(amqp_url.replace("%2F", ""))
+    channel = await connection.channel()
+    await channel.declare_exchange(exchange, "topic", durable=True)
+    declared = await channel.declare_queue(queue, durable=True)  # `?declare=true&single_active=false` makes this
+    await declared.bind(exchange, routing_key="#")
+    source = f"{amqp_url}/{queue}?declare=true&single_active=false&bind={exchange}&prefetch=20&idle=4"
+    try:
+        publishers = [streamer("load", str(f), "--dest", f"{amqp_url}/{exchange}?events=*&spool={tmp_path / f.stem}",
+                               "-q") for f in event_files]
+        for publisher in publishers:
+            _, err = publisher.communicate(timeout=60)
+            assert publisher.returncode == 0, err
+        total = await queue_depth(amqp_url, queue)
+        assert total == sum(len(f.read_text().splitlines()) for f in event_files)
+        collectors = [streamer("load", source, "--dest", collected) for _ in range(2)]
+        await _consumers(channel, queue, 2)
+        deadline = time.monotonic() + 60
+        while await pg_count(collected, "jobstate") == 0:  # rows are arriving: kill one collector
+            assert time.monotonic() < deadline, "no rows reached the database"
+            await asyncio.sleep(0.02)
+        os.kill(collectors[0].pid, signal.SIGKILL)
+        in_queue = await queue_depth(amqp_url, queue)
+        collectors[0].wait(timeout=10)
+        assert collectors[0].returncode == -signal.SIGKILL
+        if restart:
+            collectors[0] = streamer("load", source, "--dest", collected)
+    finally:
+        await connection.close()
+    assert in_queue > 0  # killed mid-way: work was left
+    survivors = collectors if restart else collectors[1:]
+    for collector in survivors:
+        _, err = collector.communicate(timeout=180)
+        assert collector.returncode == 0, err
+        assert "refused" not in err and "rejected" not in err, err
+    assert await queue_depth(amqp_url, queue) == 0
+    got, expected = await pg_snapshot(collected), await pg_snapshot(direct)
+    for snap in (got, expected):
+        snap["rc_meta"] = Counter({row[:2]: n for row, n in snap["rc_meta"].items()})
+    diff = dbcompare.compare(got, expected)
+    assert not diff, dbcompare.format_diff(diff)
+
+
+def _instance_split(path: Path) -> tuple[list[Any], list[Any]]:
+    """A workflow's events without the submit.start of its first job instance, and that event: its children
+    then come before it, as a killed collector's redelivered message comes behind later ones."""
+    events = [bp.parse_line(line) for line in path.read_text().splitlines()]
+    parent = next(e for e in events if e.name == "stampede.job_inst.submit.start")
+    return [e for e in events if e is not parent], [parent]
+
+
+@pytest.mark.postgres
+@pytest.mark.timeout(60)
+async def test_a_checkpoint_waiting_for_parents_lets_the_parent_in(event_files: list[Path],
+                                                                  databases: tuple[str, str]) -> None:
+    """A checkpoint's flush that waits for a held event's parent must not keep out the next write, which
+    brings that parent (it used to hold the endpoint's lock for the whole wait: the children were refused)."""
+    direct, collected = databases
+    run("load", str(event_files[0]), "--dest", direct, "-q")
+    children, parent = _instance_split(event_files[0])
+    endpoint = create_endpoint(f"{collected}?wait_parents=5")
+    await endpoint.open()
+    try:
+        await endpoint.write(children)
+        assert endpoint.holding()
+        started = time.monotonic()
+        flush = asyncio.create_task(endpoint.flush())  # what the bus's checkpoint does meanwhile
+        await asyncio.sleep(0.2)
+        await asyncio.wait_for(endpoint.write(parent), 3)
+        await asyncio.wait_for(flush, 3)
+        assert time.monotonic() - started < 3 and not endpoint.holding()
+        assert endpoint.rejected == []
+    finally:
+        await endpoint.close()
+    diff = dbcompare.compare(await pg_snapshot(collected), await pg_snapshot(direct))
+    assert not diff, dbcompare.format_diff(diff)
+
+
+@pytest.mark.rabbitmq
 async def test_messages_are_acked_only_once_every_endpoint_has_them(amqp_url: str, tmp_path: Path) -> None:
     """A failing endpoint leaves every message in the queue; monitord's JSON without event_id is typed as
     file input is (the file endpoint then writes streamer's form, ids included)."""

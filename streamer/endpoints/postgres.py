@@ -133,12 +133,15 @@ class PostgresEndpoint(Endpoint):
                                                init=_create_staging)
 
     def holding(self) -> bool:
-        return bool(self.stats.holding)
+        return self.stats.waiting()
 
     async def flush(self) -> None:
-        if self.stats.holding:  # events waiting for another writer's parent rows: now, or refused
-            async with self._holding_lock:
-                await self.stats.settle(self.name, self._loader, self.wait_parents, self._write_events)
+        if self.stats.waiting():  # events waiting for another writer's parent rows: now, or refused
+            await self.stats.settle(self._retry_held, self.wait_parents)
+
+    async def _retry_held(self) -> None:
+        async with self._holding_lock:
+            await self.stats.retry_held(self.name, self._loader, self.wait_parents, self._write_events)
 
     async def close(self) -> None:
         if self._pool is not None:
