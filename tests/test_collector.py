@@ -25,6 +25,7 @@ from test_db import pg_snapshot
 from streamer.config import EndpointSpec
 from streamer.endpoints import EndpointError, create_endpoint
 from streamer.endpoints.base import Endpoint
+from streamer.endpoints.resilience import STALE_IDS
 from streamer.events import bp, jsonenc
 from streamer.pipeline import run_pipeline
 from streamer.sources.amqpqueue import QueueSource
@@ -314,6 +315,36 @@ async def test_a_checkpoint_waiting_for_parents_lets_the_parent_in(event_files: 
         assert endpoint.rejected == []
     finally:
         await endpoint.close()
+    diff = dbcompare.compare(await pg_snapshot(collected), await pg_snapshot(direct))
+    assert not diff, dbcompare.format_diff(diff)
+
+
+@pytest.mark.postgres
+@pytest.mark.timeout(60)
+async def test_a_writer_that_came_and_went_between_two_batches(event_files: list[Path],
+                                                               databases: tuple[str, str]) -> None:
+    """Collector B loaded a workflow's first events; collector A loaded the rest and was killed before
+    acknowledging them (gone before B's next batch: no longer among the workflow's writers); B gets them
+    again. B's cached ids of that workflow are stale (the jobs A inserted): B must not write its own."""
+    direct, collected = databases
+    run("load", str(event_files[0]), "--dest", direct, "-q")
+    events = [bp.parse_line(line) for line in event_files[0].read_text().splitlines()]
+    first_job = next(i for i, e in enumerate(events) if e.name == "stampede.job.info")
+    b, a = (create_endpoint(f"{collected}?wait_parents=2") for _ in range(2))
+    await b.open()
+    try:
+        await b.write(events[:first_job])
+        await a.open()
+        try:
+            await a.write(events[first_job:])
+        finally:
+            await a.close()  # as SIGKILL: its session, and its presence locks, are gone
+        await b.write(events[first_job:])  # the broker redelivers A's unacknowledged messages to B
+        await b.flush()
+        assert b.rejected == [] and not b.holding()
+        assert b.retry_stats.by_kind.get(STALE_IDS, 0) >= 1  # its first try met the rows A inserted
+    finally:
+        await b.close()
     diff = dbcompare.compare(await pg_snapshot(collected), await pg_snapshot(direct))
     assert not diff, dbcompare.format_diff(diff)
 
