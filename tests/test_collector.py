@@ -433,6 +433,38 @@ async def test_collector_reconnects_and_loses_nothing(amqp_url: str, tmp_path: P
         await connection.close()
 
 
+@pytest.mark.rabbitmq
+async def test_the_prefetch_window_widens_while_events_are_held(amqp_url: str) -> None:
+    """While the endpoints hold events (nothing acknowledged), the broker must go on delivering: the parents
+    they wait for may be behind them in the queue. RabbitMQ applies a per-consumer prefetch only to consumers
+    started after it; the window used to stay at `prefetch` and the held events waited for ever."""
+    queue = unique("streamer-coll-window")
+    connection = await aio_pika.connect(amqp_url.replace("%2F", ""))
+    channel = await connection.channel()
+    await channel.declare_queue(queue, durable=True)
+    source = QueueSource(f"{amqp_url}/{queue}?prefetch=2")
+    source.held_downstream = lambda: True  # type: ignore[method-assign]
+
+    async def unacknowledged() -> int:
+        received = 0
+        async for batch in source.batches():  # never committed: as while an endpoint holds them
+            received += len(batch.events)
+            if received >= 10:
+                break
+        return received
+
+    try:
+        for i in range(10):
+            event = bp.parse_line(f"ts=2023-11-14T22:13:{i:02d}.000000Z event=stampede.xwf.start level=Info "
+                                  f"xwf.id=1e2a3b4c-0000-4000-8000-0000000000{i:02d} restart_count=0")
+            await channel.default_exchange.publish(aio_pika.Message(jsonenc.dumps(event)), routing_key=queue)
+        assert await asyncio.wait_for(unacknowledged(), 20) == 10
+    finally:
+        await source.close()
+        await channel.queue_delete(queue)
+        await connection.close()
+
+
 @pytest.mark.postgres
 def test_an_orphan_is_refused_after_wait_parents(databases: tuple[str, str], tmp_path: Path) -> None:
     """An event whose job nobody loads waits `wait_parents` seconds, then is refused naming the wait."""

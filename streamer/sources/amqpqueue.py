@@ -115,7 +115,9 @@ class QueueSource(Source):
         self._generation += 1
         try:
             channel = await self._connection.channel()
-            await channel.set_qos(prefetch_count=self.prefetch)
+            # Channel-wide (global) on a channel with one consumer: RabbitMQ applies a per-consumer limit only
+            # to consumers started after it, so `_widen_window` could not widen one.
+            await channel.set_qos(prefetch_count=self.prefetch, global_=True)
             self._channel, self._window, self._taken, self._gen_acked = channel, self.prefetch, 0, 0
             if parse_bool(self.options.get("declare", False)):
                 arguments = {"x-single-active-consumer": True} if self.single_active else None
@@ -190,12 +192,12 @@ class QueueSource(Source):
         try:
             if in_flight >= self._window and self._window < MAX_WINDOW and self.held_downstream():
                 self._window = min(MAX_WINDOW, self._window + self.prefetch)
-                await self._channel.set_qos(prefetch_count=self._window)
+                await self._channel.set_qos(prefetch_count=self._window, global_=True)
                 log.debug("%s: %d messages in flight: prefetch window now %d", self.name, in_flight, self._window)
                 return True
             if in_flight < self.prefetch and self._window > self.prefetch:
                 self._window = self.prefetch
-                await self._channel.set_qos(prefetch_count=self._window)
+                await self._channel.set_qos(prefetch_count=self._window, global_=True)
         except Exception as exc:  # a channel closing under us: the reconnect path takes over
             log.debug("%s: prefetch window not changed: %s", self.name, exc)
         return False
