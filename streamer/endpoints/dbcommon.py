@@ -14,8 +14,10 @@ database yet) is held instead of refused and written again — after re-reading
 what other writers committed — after each later batch and, at a checkpoint,
 with backoff, until it fits or it has waited `wait_parents` seconds (then it is
 refused as usual, and dead-lettered when so set up). While an endpoint holds
-events, the bus acknowledges nothing from their batch on (`Endpoint.holding`),
-so a crash loses none of them.
+events (or writes them again), the bus acknowledges nothing from their batch on
+(`Endpoint.holding`), so a crash loses none of them. A checkpoint that waits
+for them (`settle`) takes the endpoint's write lock for each attempt only: the
+endpoint's next writes, which may bring the parents, go on meanwhile.
 """
 
 from __future__ import annotations

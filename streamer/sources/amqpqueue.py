@@ -18,8 +18,9 @@ collector has delivered them to its endpoints (the central PostgreSQL, files).
   collectors share (competing consumers); their database endpoints then hold an
   event whose parent row the other collector is still writing (`wait_parents`,
   30 s here, `endpoints/dbcommon.py`), and this source widens its prefetch window
-  while held events fill it (`_widen_window`). See the README for the limit of
-  that mode when a collector dies.
+  while held events fill it (`_widen_window`), so the parents a killed
+  collector's requeued messages bring, behind the held events, still arrive.
+  See the README for what each mode guarantees.
 - **Prefetch window** (`?prefetch=N`, default 1000): messages in flight per collector.
 - **Reconnect**: a lost connection is retried with backoff (up to `retry_max`
   seconds between attempts); what was in flight is redelivered by the broker.
