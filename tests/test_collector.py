@@ -25,6 +25,10 @@ from test_db import pg_snapshot
 from streamer.config import EndpointSpec
 from streamer.endpoints import EndpointError, create_endpoint
 from streamer.endpoints.base import Endpoint
+from streamer.endpoints.dbcommon import WriteStats, hold_orphans
+from streamer.endpoints.ids import IdPool
+from streamer.endpoints.loader import Loader
+from streamer.endpoints.plan import POSTGRESQL
 from streamer.endpoints.resilience import STALE_IDS
 from streamer.events import bp, jsonenc
 from streamer.pipeline import run_pipeline
@@ -317,6 +321,28 @@ async def test_a_checkpoint_waiting_for_parents_lets_the_parent_in(event_files: 
         await endpoint.close()
     diff = dbcompare.compare(await pg_snapshot(collected), await pg_snapshot(direct))
     assert not diff, dbcompare.format_diff(diff)
+
+
+async def test_held_events_being_written_again_still_count_as_held() -> None:
+    """While held events are written again they are out of the endpoint's list; `holding()` must still say
+    so, or a checkpoint at that moment acknowledges their batch to the broker (a crash would lose them)."""
+    stats = WriteStats()
+    hold_orphans(stats, 5)
+    event = bp.parse_line("ts=2024-01-01T00:00:00.000000Z event=stampede.job_inst.main.start level=Info "
+                          "xwf.id=0d6d6a0e-0000-4000-8000-000000000001 job_inst.id=1 js.id=2 job.id=j sched.id=1.0")
+    assert stats.holding is not None
+    stats.holding.append((event, "unknown job j", "held", time.monotonic()))
+    gate = asyncio.Event()
+
+    async def write_again(events: list[Any]) -> None:
+        await gate.wait()  # the database is being written to
+
+    retry = asyncio.create_task(stats.retry_held("db", Loader(POSTGRESQL, IdPool()), 5, write_again))
+    await asyncio.sleep(0.01)
+    assert stats.holding == [] and stats.waiting()
+    gate.set()
+    await retry
+    assert not stats.waiting()
 
 
 @pytest.mark.postgres
