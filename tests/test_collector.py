@@ -137,6 +137,37 @@ def events_read(err: str) -> int:
     return int(re.search(r"([\d,]+) events read", err)[1].replace(",", ""))
 
 
+async def assert_same_rows(collected: str, direct: str) -> None:
+    """Every table's rows equal. rc_meta is keyed by file name across workflows (the three share
+    `f.ID0000001`...): its value is that of whichever workflow's event came first, which depends on how the
+    publishers interleaved, not on collecting; it is compared by key."""
+    got, expected = await pg_snapshot(collected), await pg_snapshot(direct)
+    for snap in (got, expected):
+        snap["rc_meta"] = Counter({row[:2]: n for row, n in snap["rc_meta"].items()})
+    diff = dbcompare.compare(got, expected)
+    assert not diff, dbcompare.format_diff(diff)
+
+
+async def publish_three(amqp_url: str, exchange: str, queue: str, event_files: list[Path], tmp_path: Path) -> None:
+    """Three submit hosts publish their workflows at once through the exchange (each its own spool, as on its
+    own host); all of it is in the queue."""
+    publishers = [streamer("load", str(f), "--dest", f"{amqp_url}/{exchange}?events=*&spool={tmp_path / f.stem}",
+                           "-q") for f in event_files]
+    for publisher in publishers:
+        _, err = publisher.communicate(timeout=60)
+        assert publisher.returncode == 0, err
+    assert await queue_depth(amqp_url, queue) == sum(len(f.read_text().splitlines()) for f in event_files)
+
+
+async def kill_once_rows_arrive(collected: str, collector: subprocess.Popen[str]) -> None:
+    """SIGKILL the collector once rows are arriving in the database (mid-way)."""
+    deadline = time.monotonic() + 60
+    while await pg_count(collected, "jobstate") == 0:
+        assert time.monotonic() < deadline, "no rows reached the database"
+        await asyncio.sleep(0.02)
+    os.kill(collector.pid, signal.SIGKILL)
+
+
 @pytest.mark.rabbitmq
 @pytest.mark.postgres
 @pytest.mark.timeout(180)
@@ -171,11 +202,7 @@ async def test_two_collectors_share_one_queue(event_files: list[Path], databases
         assert "refused" not in err and "rejected" not in err, err
         reads.append(events_read(err))
     assert all(n > 0 for n in reads) and sum(reads) == total, reads  # shared, each message once
-    got, expected = await pg_snapshot(collected), await pg_snapshot(direct)
-    for snap in (got, expected):
-        snap["rc_meta"] = Counter({row[:2]: n for row, n in snap["rc_meta"].items()})
-    diff = dbcompare.compare(got, expected)
-    assert not diff, dbcompare.format_diff(diff)
+    await assert_same_rows(collected, direct)
 
 
 @pytest.mark.rabbitmq
@@ -194,24 +221,13 @@ async def test_three_publishers_two_collectors_one_killed(event_files: list[Path
     declared = await channel.declare_queue(queue, durable=True, arguments={"x-single-active-consumer": True})
     await declared.bind(exchange, routing_key="#")
     try:
-        # three submit hosts publish their workflows at once (each its own spool, as on its own host)
-        publishers = [streamer("load", str(f), "--dest", f"{amqp_url}/{exchange}?events=*&spool={tmp_path / f.stem}",
-                               "-q") for f in event_files]
-        for publisher in publishers:
-            _, err = publisher.communicate(timeout=60)
-            assert publisher.returncode == 0, err
-        total = await queue_depth(amqp_url, queue)
-        assert total == sum(len(f.read_text().splitlines()) for f in event_files)
+        await publish_three(amqp_url, exchange, queue, event_files, tmp_path)
         source = f"{amqp_url}/{queue}?declare=true&single_active=true&bind={exchange}&prefetch=20&idle=3"
         collectors = [streamer("load", source, "--dest", collected)]
         await _consumers(channel, queue, 1)  # the first is the active consumer, the second its standby
         collectors.append(streamer("load", source, "--dest", collected))
         await _consumers(channel, queue, 2)
-        deadline = time.monotonic() + 60
-        while await pg_count(collected, "jobstate") == 0:  # rows are arriving: kill the active collector
-            assert time.monotonic() < deadline, "no rows reached the database"
-            await asyncio.sleep(0.02)
-        os.kill(collectors[0].pid, signal.SIGKILL)
+        await kill_once_rows_arrive(collected, collectors[0])  # the active one
         in_queue = await queue_depth(amqp_url, queue)
     finally:
         await connection.close()
@@ -222,13 +238,7 @@ async def test_three_publishers_two_collectors_one_killed(event_files: list[Path
     assert collectors[1].returncode == 0, err
     assert " -> postgresql://" in err and "ok" in err  # the survivor's summary
     assert await queue_depth(amqp_url, queue) == 0
-    got, expected = await pg_snapshot(collected), await pg_snapshot(direct)
-    # rc_meta is keyed by file name across workflows (the three share `f.ID0000001`...): its value is that of
-    # whichever workflow's event came first, which depends on how the publishers interleaved, not on collecting
-    for snap in (got, expected):
-        snap["rc_meta"] = Counter({row[:2]: n for row, n in snap["rc_meta"].items()})
-    diff = dbcompare.compare(got, expected)
-    assert not diff, dbcompare.format_diff(diff)
+    await assert_same_rows(collected, direct)
     assert dbcompare.counts(await pg_snapshot(direct))["job_instance"] > 0
 
 
@@ -253,20 +263,10 @@ async def test_competing_collectors_one_killed(event_files: list[Path], database
     await declared.bind(exchange, routing_key="#")
     source = f"{amqp_url}/{queue}?declare=true&single_active=false&bind={exchange}&prefetch=20&idle=4"
     try:
-        publishers = [streamer("load", str(f), "--dest", f"{amqp_url}/{exchange}?events=*&spool={tmp_path / f.stem}",
-                               "-q") for f in event_files]
-        for publisher in publishers:
-            _, err = publisher.communicate(timeout=60)
-            assert publisher.returncode == 0, err
-        total = await queue_depth(amqp_url, queue)
-        assert total == sum(len(f.read_text().splitlines()) for f in event_files)
+        await publish_three(amqp_url, exchange, queue, event_files, tmp_path)
         collectors = [streamer("load", source, "--dest", collected) for _ in range(2)]
         await _consumers(channel, queue, 2)
-        deadline = time.monotonic() + 60
-        while await pg_count(collected, "jobstate") == 0:  # rows are arriving: kill one collector
-            assert time.monotonic() < deadline, "no rows reached the database"
-            await asyncio.sleep(0.02)
-        os.kill(collectors[0].pid, signal.SIGKILL)
+        await kill_once_rows_arrive(collected, collectors[0])
         in_queue = await queue_depth(amqp_url, queue)
         collectors[0].wait(timeout=10)
         assert collectors[0].returncode == -signal.SIGKILL
@@ -281,11 +281,7 @@ async def test_competing_collectors_one_killed(event_files: list[Path], database
         assert collector.returncode == 0, err
         assert "refused" not in err and "rejected" not in err, err
     assert await queue_depth(amqp_url, queue) == 0
-    got, expected = await pg_snapshot(collected), await pg_snapshot(direct)
-    for snap in (got, expected):
-        snap["rc_meta"] = Counter({row[:2]: n for row, n in snap["rc_meta"].items()})
-    diff = dbcompare.compare(got, expected)
-    assert not diff, dbcompare.format_diff(diff)
+    await assert_same_rows(collected, direct)
 
 
 def _instance_split(path: Path) -> tuple[list[Any], list[Any]]:
@@ -319,8 +315,7 @@ async def test_a_checkpoint_waiting_for_parents_lets_the_parent_in(event_files: 
         assert endpoint.rejected == []
     finally:
         await endpoint.close()
-    diff = dbcompare.compare(await pg_snapshot(collected), await pg_snapshot(direct))
-    assert not diff, dbcompare.format_diff(diff)
+    await assert_same_rows(collected, direct)
 
 
 async def test_held_events_being_written_again_still_count_as_held() -> None:
@@ -371,8 +366,7 @@ async def test_a_writer_that_came_and_went_between_two_batches(event_files: list
         assert b.retry_stats.by_kind.get(STALE_IDS, 0) >= 1  # its first try met the rows A inserted
     finally:
         await b.close()
-    diff = dbcompare.compare(await pg_snapshot(collected), await pg_snapshot(direct))
-    assert not diff, dbcompare.format_diff(diff)
+    await assert_same_rows(collected, direct)
 
 
 @pytest.mark.rabbitmq
