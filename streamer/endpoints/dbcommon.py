@@ -14,8 +14,10 @@ database yet) is held instead of refused and written again — after re-reading
 what other writers committed — after each later batch and, at a checkpoint,
 with backoff, until it fits or it has waited `wait_parents` seconds (then it is
 refused as usual, and dead-lettered when so set up). While an endpoint holds
-events, the bus acknowledges nothing from their batch on (`Endpoint.holding`),
-so a crash loses none of them.
+events (or writes them again), the bus acknowledges nothing from their batch on
+(`Endpoint.holding`), so a crash loses none of them. A checkpoint that waits
+for them (`settle`) takes the endpoint's write lock for each attempt only: the
+endpoint's next writes, which may bring the parents, go on meanwhile.
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ class WriteStats:
         """Set to a list to collect (event, reason) of each rejected event (the dead-letter layer does)."""
         self.holding: list[tuple[Event, str, str, float]] | None = None
         """Set to a list (`?wait_parents`): events whose parent is not loaded yet wait there, not refused."""
+        self._retrying = 0
+        """Held events being written again (out of `holding` meanwhile): they count as held (`waiting`)."""
 
     def record(self, plan: Plan, endpoint_name: str) -> None:
         self.rows += plan.row_count
@@ -65,6 +69,11 @@ class WriteStats:
         self.rejected.append(message)
         log.warning("%s: %s", endpoint_name, message)
 
+    def waiting(self) -> bool:
+        """Events are held, or being written again (`Endpoint.holding`: nothing from their batch is
+        acknowledged until they are in)."""
+        return bool(self.holding) or self._retrying > 0
+
     def hold_since(self) -> float:
         return min(since for *_, since in self.holding) if self.holding else 0.0
 
@@ -83,19 +92,27 @@ class WriteStats:
             since = {id(event): t for event, _, _, t in again}
             events = [event for event, *_ in again]
             loader.forget(Loader.mentioned_uuids(events))  # re-read what the other writers committed
-            await write_again(events)
+            self._retrying += 1
+            try:
+                await write_again(events)
+            finally:
+                self._retrying -= 1
             self.holding = [(e, r, m, since.get(id(e), now)) for e, r, m, _ in self.holding]
 
-    async def settle(self, endpoint_name: str, loader: Loader, wait: float,
-                     write_again: Callable[[list[Event]], Awaitable[None]]) -> None:
-        """Retry the held events with backoff until none is left (each is refused after `wait` seconds)."""
+    async def settle(self, retry: Callable[[], Awaitable[None]], wait: float) -> None:
+        """Retry the held events with backoff until none is left (each is refused after `wait` seconds).
+
+        `retry` takes the endpoint's write lock for one attempt only: between attempts the endpoint's
+        writes go on, and they may bring the parents themselves (a killed collector's redelivered
+        messages reach the survivor after the later events that hang on them). A checkpoint that kept
+        the lock while it waited kept those parents out until the wait ran out: the events were refused."""
         delay = 0.05
-        while self.holding:
-            left = self.hold_since() + wait - time.monotonic()
+        while self.waiting():
+            left = self.hold_since() + wait - time.monotonic() if self.holding else delay
             if left > 0:
                 await asyncio.sleep(min(delay, left))
                 delay = min(delay * 2, 1.0)
-            await self.retry_held(endpoint_name, loader, wait, write_again)
+            await retry()
 
     def as_dict(self) -> dict[str, Any]:
         return {"events": self.events, "rows": self.rows, "batches": self.batches,

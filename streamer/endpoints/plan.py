@@ -139,9 +139,10 @@ def _sort_key(item: Any) -> str:
     return repr(item)
 
 
-def insert_sql(d: SQLDialect, table: str, cols: Sequence[str]) -> str:
+def insert_sql(d: SQLDialect, table: str, cols: Sequence[str], *, idempotent: bool = True) -> str:
+    """The insert of rows; `idempotent=False` for FRESH_TABLES: a conflict on the natural key fails it."""
     return (f"INSERT INTO {schema.quote(table)} ({', '.join(schema.quote(c) for c in cols)}) "
-            f"VALUES ({d.phs(len(cols))}) ON CONFLICT DO NOTHING")
+            f"VALUES ({d.phs(len(cols))})" + (" ON CONFLICT DO NOTHING" if idempotent else ""))
 
 
 FRESH_TABLES = frozenset({"workflow", "job", "job_instance", "task", "host"})
@@ -149,7 +150,9 @@ FRESH_TABLES = frozenset({"workflow", "job", "job_instance", "task", "host"})
 
 Their new rows cannot exist yet (one writer per workflow, as with monitord),
 so a backend may bulk-load them without a conflict check; were another
-writer to race us, the unique constraints fail the batch, never double rows.
+writer to race us, the unique constraints fail the batch, never double rows
+(PostgreSQL then forgets the cached ids and writes the batch again:
+`resilience.STALE_IDS`).
 """
 
 INSERT_ORDER = (

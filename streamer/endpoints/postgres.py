@@ -30,8 +30,8 @@ from .base import Endpoint, EndpointError
 from .dbcommon import WriteStats, hold_orphans
 from . import provenance_schema, schema_version
 from .pgwriters import WriterLocks
-from .resilience import (CONNECTION, Rejected, RetryPolicy, RetryStats, TransientError, postgres_fault,
-                         rejects_content, retrying)
+from .resilience import (CONNECTION, STALE_IDS, Rejected, RetryPolicy, RetryStats, TransientError,
+                         postgres_fault, rejects_content, retrying)
 from .ids import ID_TABLES, IdPool, reserve_postgres
 from .loader import Loader
 from .plan import FRESH_TABLES, POSTGRESQL, Plan, doomed_sql, expunge_statements, insert_sql
@@ -132,12 +132,15 @@ class PostgresEndpoint(Endpoint):
                                                init=_create_staging)
 
     def holding(self) -> bool:
-        return bool(self.stats.holding)
+        return self.stats.waiting()
 
     async def flush(self) -> None:
-        if self.stats.holding:  # events waiting for another writer's parent rows: now, or refused
-            async with self._holding_lock:
-                await self.stats.settle(self.name, self._loader, self.wait_parents, self._write_events)
+        if self.stats.waiting():  # events waiting for another writer's parent rows: now, or refused
+            await self.stats.settle(self._retry_held, self.wait_parents)
+
+    async def _retry_held(self) -> None:
+        async with self._holding_lock:
+            await self.stats.retry_held(self.name, self._loader, self.wait_parents, self._write_events)
 
     async def close(self) -> None:
         if self._pool is not None:
@@ -201,7 +204,7 @@ class PostgresEndpoint(Endpoint):
             raise
         except BaseException as exc:
             self._loader.reset()
-            kind = postgres_fault(exc, _connection_errors())
+            kind = postgres_fault(exc, _connection_errors()) or _stale_ids(exc)
             if kind == CONNECTION:
                 self._drop_connections()  # no pool left to keep re-dialling a server that is away
             if kind is not None:
@@ -236,10 +239,20 @@ class PostgresEndpoint(Endpoint):
         self.stats.record(plan, self.name)
 
 
+def _stale_ids(exc: BaseException) -> str | None:
+    """`STALE_IDS` when a new row of a FRESH table conflicts on its natural key: another writer inserted it
+    since this one cached the workflow's ids. `pgwriters` sees the writers present at each batch, not one
+    that came and went between two of ours (a collector killed mid-way, its messages redelivered to us)."""
+    if getattr(exc, "sqlstate", None) == "23505" and getattr(exc, "table_name", None) in FRESH_TABLES:
+        return STALE_IDS
+    return None
+
+
 COPY_THRESHOLD = 64
 """From this many rows, a table's inserts go through COPY."""
 
-# Rows of FRESH_TABLES cannot exist yet: COPY straight into the table. The others
+# Rows of FRESH_TABLES cannot exist yet: COPY (or INSERT without ON CONFLICT) straight into the table; a
+# conflict means the cached ids are stale (`_stale_ids`: the batch is written again after re-reading). The others
 # go through a staging table and ON CONFLICT DO NOTHING, which makes re-sent
 # events harmless.
 
@@ -255,7 +268,7 @@ async def _apply(conn: Any, plan: Plan) -> None:
         await conn.executemany(sql, rows)
     for table, cols, rows in tables:
         if len(rows) < COPY_THRESHOLD:
-            await conn.executemany(insert_sql(POSTGRESQL, table, cols), rows)
+            await conn.executemany(insert_sql(POSTGRESQL, table, cols, idempotent=table not in FRESH_TABLES), rows)
             continue
         if table in FRESH_TABLES:  # cannot conflict: straight in
             await conn.copy_records_to_table(table, records=rows, columns=list(cols))

@@ -9,7 +9,9 @@ and go away on a second try:
 - **serialization failure** (`40001`);
 - **lock timeout** (PostgreSQL `55P03`, SQLite `database is locked` /
   `database table is locked` after its busy timeout);
-- **dropped connection** (server restart, `pg_terminate_backend`, network).
+- **dropped connection** (server restart, `pg_terminate_backend`, network);
+- **stale ids** (`STALE_IDS`): another writer inserted a workflow's job, job instance, task or host rows
+  after this one cached that workflow's ids (a collector that came and went between two of our batches).
 
 A batch is one transaction, so a failed attempt left nothing behind and
 writing the batch again is safe (the loader's inserts are idempotent on
@@ -45,6 +47,10 @@ DEADLOCK = "deadlock"
 SERIALIZATION = "serialization failure"
 LOCK_TIMEOUT = "lock timeout"
 CONNECTION = "connection lost"
+STALE_IDS = "rows another writer inserted"
+"""A new row conflicting on its natural key in a table the loader inserts into only for keys it found absent
+(`plan.FRESH_TABLES`): another writer inserted it after this one cached the workflow's ids. The attempt
+forgets the cached ids; the next one re-reads them."""
 
 
 class TransientError(Exception):

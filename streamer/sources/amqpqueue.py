@@ -18,8 +18,9 @@ collector has delivered them to its endpoints (the central PostgreSQL, files).
   collectors share (competing consumers); their database endpoints then hold an
   event whose parent row the other collector is still writing (`wait_parents`,
   30 s here, `endpoints/dbcommon.py`), and this source widens its prefetch window
-  while held events fill it (`_widen_window`). See the README for the limit of
-  that mode when a collector dies.
+  while held events fill it (`_widen_window`), so the parents a killed
+  collector's requeued messages bring, behind the held events, still arrive.
+  See the README for what each mode guarantees.
 - **Prefetch window** (`?prefetch=N`, default 1000): messages in flight per collector.
 - **Reconnect**: a lost connection is retried with backoff (up to `retry_max`
   seconds between attempts); what was in flight is redelivered by the broker.
@@ -115,7 +116,9 @@ class QueueSource(Source):
         self._generation += 1
         try:
             channel = await self._connection.channel()
-            await channel.set_qos(prefetch_count=self.prefetch)
+            # Channel-wide (global) on a channel with one consumer: RabbitMQ applies a per-consumer limit only
+            # to consumers started after it, so `_widen_window` could not widen one.
+            await channel.set_qos(prefetch_count=self.prefetch, global_=True)
             self._channel, self._window, self._taken, self._gen_acked = channel, self.prefetch, 0, 0
             if parse_bool(self.options.get("declare", False)):
                 arguments = {"x-single-active-consumer": True} if self.single_active else None
@@ -190,12 +193,12 @@ class QueueSource(Source):
         try:
             if in_flight >= self._window and self._window < MAX_WINDOW and self.held_downstream():
                 self._window = min(MAX_WINDOW, self._window + self.prefetch)
-                await self._channel.set_qos(prefetch_count=self._window)
+                await self._channel.set_qos(prefetch_count=self._window, global_=True)
                 log.debug("%s: %d messages in flight: prefetch window now %d", self.name, in_flight, self._window)
                 return True
             if in_flight < self.prefetch and self._window > self.prefetch:
                 self._window = self.prefetch
-                await self._channel.set_qos(prefetch_count=self._window)
+                await self._channel.set_qos(prefetch_count=self._window, global_=True)
         except Exception as exc:  # a channel closing under us: the reconnect path takes over
             log.debug("%s: prefetch window not changed: %s", self.name, exc)
         return False

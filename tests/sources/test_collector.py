@@ -21,6 +21,11 @@ import pytest
 from streamer.config import EndpointSpec
 from streamer.endpoints import EndpointError, create_endpoint
 from streamer.endpoints.base import Endpoint
+from streamer.endpoints.dbcommon import WriteStats, hold_orphans
+from streamer.endpoints.ids import IdPool
+from streamer.endpoints.loader import Loader
+from streamer.endpoints.plan import POSTGRESQL
+from streamer.endpoints.resilience import STALE_IDS
 from streamer.events import bp, jsonenc
 from streamer.pipeline import run_pipeline
 from streamer.sources.amqpqueue import QueueSource
@@ -124,6 +129,37 @@ def events_read(err: str) -> int:
     return int(re.search(r"([\d,]+) events read", err)[1].replace(",", ""))
 
 
+async def assert_same_rows(collected: str, direct: str) -> None:
+    """Every table's rows equal. rc_meta is keyed by file name across workflows (the three share
+    `f.ID0000001`...): its value is that of whichever workflow's event came first, which depends on how the
+    publishers interleaved, not on collecting; it is compared by key."""
+    got, expected = await pg_snapshot(collected), await pg_snapshot(direct)
+    for snap in (got, expected):
+        snap["rc_meta"] = Counter({row[:2]: n for row, n in snap["rc_meta"].items()})
+    diff = dbcompare.compare(got, expected)
+    assert not diff, dbcompare.format_diff(diff)
+
+
+async def publish_three(amqp_url: str, exchange: str, queue: str, event_files: list[Path], tmp_path: Path) -> None:
+    """Three submit hosts publish their workflows at once through the exchange (each its own spool, as on its
+    own host); all of it is in the queue."""
+    publishers = [streamer("load", str(f), "--dest", f"{amqp_url}/{exchange}?events=*&spool={tmp_path / f.stem}",
+                           "-q") for f in event_files]
+    for publisher in publishers:
+        _, err = publisher.communicate(timeout=60)
+        assert publisher.returncode == 0, err
+    assert await queue_depth(amqp_url, queue) == sum(len(f.read_text().splitlines()) for f in event_files)
+
+
+async def kill_once_rows_arrive(collected: str, collector: subprocess.Popen[str]) -> None:
+    """SIGKILL the collector once rows are arriving in the database (mid-way)."""
+    deadline = time.monotonic() + 60
+    while await pg_count(collected, "jobstate") == 0:
+        assert time.monotonic() < deadline, "no rows reached the database"
+        await asyncio.sleep(0.02)
+    os.kill(collector.pid, signal.SIGKILL)
+
+
 @pytest.mark.rabbitmq
 @pytest.mark.postgres
 @pytest.mark.timeout(180)
@@ -158,11 +194,7 @@ async def test_two_collectors_share_one_queue(event_files: list[Path], databases
         assert "refused" not in err and "rejected" not in err, err
         reads.append(events_read(err))
     assert all(n > 0 for n in reads) and sum(reads) == total, reads  # shared, each message once
-    got, expected = await pg_snapshot(collected), await pg_snapshot(direct)
-    for snap in (got, expected):
-        snap["rc_meta"] = Counter({row[:2]: n for row, n in snap["rc_meta"].items()})
-    diff = dbcompare.compare(got, expected)
-    assert not diff, dbcompare.format_diff(diff)
+    await assert_same_rows(collected, direct)
 
 
 @pytest.mark.rabbitmq
@@ -181,24 +213,13 @@ async def test_three_publishers_two_collectors_one_killed(event_files: list[Path
     declared = await channel.declare_queue(queue, durable=True, arguments={"x-single-active-consumer": True})
     await declared.bind(exchange, routing_key="#")
     try:
-        # three submit hosts publish their workflows at once (each its own spool, as on its own host)
-        publishers = [streamer("load", str(f), "--dest", f"{amqp_url}/{exchange}?events=*&spool={tmp_path / f.stem}",
-                               "-q") for f in event_files]
-        for publisher in publishers:
-            _, err = publisher.communicate(timeout=60)
-            assert publisher.returncode == 0, err
-        total = await queue_depth(amqp_url, queue)
-        assert total == sum(len(f.read_text().splitlines()) for f in event_files)
+        await publish_three(amqp_url, exchange, queue, event_files, tmp_path)
         source = f"{amqp_url}/{queue}?declare=true&single_active=true&bind={exchange}&prefetch=20&idle=3"
         collectors = [streamer("load", source, "--dest", collected)]
         await _consumers(channel, queue, 1)  # the first is the active consumer, the second its standby
         collectors.append(streamer("load", source, "--dest", collected))
         await _consumers(channel, queue, 2)
-        deadline = time.monotonic() + 60
-        while await pg_count(collected, "jobstate") == 0:  # rows are arriving: kill the active collector
-            assert time.monotonic() < deadline, "no rows reached the database"
-            await asyncio.sleep(0.02)
-        os.kill(collectors[0].pid, signal.SIGKILL)
+        await kill_once_rows_arrive(collected, collectors[0])  # the active one
         in_queue = await queue_depth(amqp_url, queue)
     finally:
         await connection.close()
@@ -209,14 +230,135 @@ async def test_three_publishers_two_collectors_one_killed(event_files: list[Path
     assert collectors[1].returncode == 0, err
     assert " -> postgresql://" in err and "ok" in err  # the survivor's summary
     assert await queue_depth(amqp_url, queue) == 0
-    got, expected = await pg_snapshot(collected), await pg_snapshot(direct)
-    # rc_meta is keyed by file name across workflows (the three share `f.ID0000001`...): its value is that of
-    # whichever workflow's event came first, which depends on how the publishers interleaved, not on collecting
-    for snap in (got, expected):
-        snap["rc_meta"] = Counter({row[:2]: n for row, n in snap["rc_meta"].items()})
-    diff = dbcompare.compare(got, expected)
-    assert not diff, dbcompare.format_diff(diff)
+    await assert_same_rows(collected, direct)
     assert dbcompare.counts(await pg_snapshot(direct))["job_instance"] > 0
+
+
+@pytest.mark.rabbitmq
+@pytest.mark.postgres
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("restart", [False, True], ids=["survivor-alone", "restarted"])
+async def test_competing_collectors_one_killed(event_files: list[Path], databases: tuple[str, str], amqp_url: str,
+                                               tmp_path: Path, declared_here: list[tuple[str, str]],
+                                               restart: bool) -> None:
+    """The issue's acceptance with competing consumers (`single_active=false`): three publishers -> one plain
+    queue -> two collectors sharing it; one is SIGKILLed mid-way (its unacknowledged messages go back to the
+    queue, behind later events of the same jobs), restarted or not: the rows equal the three direct loads."""
+    direct, collected = databases
+    run("load", *map(str, event_files), "--dest", direct, "-q")
+    exchange, queue = unique("streamer-compete-ex"), unique("streamer-compete-q")
+    declared_here.extend([("exchange", exchange), ("queue", queue)])
+    connection = await aio_pika.connect(amqp_url.replace("%2F", ""))
+    channel = await connection.channel()
+    await channel.declare_exchange(exchange, "topic", durable=True)
+    declared = await channel.declare_queue(queue, durable=True)  # `?declare=true&single_active=false` makes this
+    await declared.bind(exchange, routing_key="#")
+    source = f"{amqp_url}/{queue}?declare=true&single_active=false&bind={exchange}&prefetch=20&idle=4"
+    try:
+        await publish_three(amqp_url, exchange, queue, event_files, tmp_path)
+        collectors = [streamer("load", source, "--dest", collected) for _ in range(2)]
+        await _consumers(channel, queue, 2)
+        await kill_once_rows_arrive(collected, collectors[0])
+        in_queue = await queue_depth(amqp_url, queue)
+        collectors[0].wait(timeout=10)
+        assert collectors[0].returncode == -signal.SIGKILL
+        if restart:
+            collectors[0] = streamer("load", source, "--dest", collected)
+    finally:
+        await connection.close()
+    assert in_queue > 0  # killed mid-way: work was left
+    survivors = collectors if restart else collectors[1:]
+    for collector in survivors:
+        _, err = collector.communicate(timeout=180)
+        assert collector.returncode == 0, err
+        assert "refused" not in err and "rejected" not in err, err
+    assert await queue_depth(amqp_url, queue) == 0
+    await assert_same_rows(collected, direct)
+
+
+def _instance_split(path: Path) -> tuple[list[Any], list[Any]]:
+    """A workflow's events without the submit.start of its first job instance, and that event: its children
+    then come before it, as a killed collector's redelivered message comes behind later ones."""
+    events = [bp.parse_line(line) for line in path.read_text().splitlines()]
+    parent = next(e for e in events if e.name == "stampede.job_inst.submit.start")
+    return [e for e in events if e is not parent], [parent]
+
+
+@pytest.mark.postgres
+@pytest.mark.timeout(60)
+async def test_a_checkpoint_waiting_for_parents_lets_the_parent_in(event_files: list[Path],
+                                                                  databases: tuple[str, str]) -> None:
+    """A checkpoint's flush that waits for a held event's parent must not keep out the next write, which
+    brings that parent (it used to hold the endpoint's lock for the whole wait: the children were refused)."""
+    direct, collected = databases
+    run("load", str(event_files[0]), "--dest", direct, "-q")
+    children, parent = _instance_split(event_files[0])
+    endpoint = create_endpoint(f"{collected}?wait_parents=5")
+    await endpoint.open()
+    try:
+        await endpoint.write(children)
+        assert endpoint.holding()
+        started = time.monotonic()
+        flush = asyncio.create_task(endpoint.flush())  # what the bus's checkpoint does meanwhile
+        await asyncio.sleep(0.2)
+        await asyncio.wait_for(endpoint.write(parent), 3)
+        await asyncio.wait_for(flush, 3)
+        assert time.monotonic() - started < 3 and not endpoint.holding()
+        assert endpoint.rejected == []
+    finally:
+        await endpoint.close()
+    await assert_same_rows(collected, direct)
+
+
+async def test_held_events_being_written_again_still_count_as_held() -> None:
+    """While held events are written again they are out of the endpoint's list; `holding()` must still say
+    so, or a checkpoint at that moment acknowledges their batch to the broker (a crash would lose them)."""
+    stats = WriteStats()
+    hold_orphans(stats, 5)
+    event = bp.parse_line("ts=2024-01-01T00:00:00.000000Z event=stampede.job_inst.main.start level=Info "
+                          "xwf.id=0d6d6a0e-0000-4000-8000-000000000001 job_inst.id=1 js.id=2 job.id=j sched.id=1.0")
+    assert stats.holding is not None
+    stats.holding.append((event, "unknown job j", "held", time.monotonic()))
+    gate = asyncio.Event()
+
+    async def write_again(events: list[Any]) -> None:
+        await gate.wait()  # the database is being written to
+
+    retry = asyncio.create_task(stats.retry_held("db", Loader(POSTGRESQL, IdPool()), 5, write_again))
+    await asyncio.sleep(0.01)
+    assert stats.holding == [] and stats.waiting()
+    gate.set()
+    await retry
+    assert not stats.waiting()
+
+
+@pytest.mark.postgres
+@pytest.mark.timeout(60)
+async def test_a_writer_that_came_and_went_between_two_batches(event_files: list[Path],
+                                                               databases: tuple[str, str]) -> None:
+    """Collector B loaded a workflow's first events; collector A loaded the rest and was killed before
+    acknowledging them (gone before B's next batch: no longer among the workflow's writers); B gets them
+    again. B's cached ids of that workflow are stale (the jobs A inserted): B must not write its own."""
+    direct, collected = databases
+    run("load", str(event_files[0]), "--dest", direct, "-q")
+    events = [bp.parse_line(line) for line in event_files[0].read_text().splitlines()]
+    first_job = next(i for i, e in enumerate(events) if e.name == "stampede.job.info")
+    b, a = (create_endpoint(f"{collected}?wait_parents=2") for _ in range(2))
+    await b.open()
+    try:
+        await b.write(events[:first_job])
+        await a.open()
+        try:
+            await a.write(events[first_job:])
+        finally:
+            await a.close()  # as SIGKILL: its session, and its presence locks, are gone
+        await b.write(events[first_job:])  # the broker redelivers A's unacknowledged messages to B
+        await b.flush()
+        assert b.rejected == [] and not b.holding()
+        assert b.retry_stats.by_kind.get(STALE_IDS, 0) >= 1  # its first try met the rows A inserted
+    finally:
+        await b.close()
+    await assert_same_rows(collected, direct)
 
 
 @pytest.mark.rabbitmq
@@ -299,6 +441,38 @@ async def test_collector_reconnects_and_loses_nothing(amqp_url: str, tmp_path: P
         assert set(got) == {e.id for e in events}  # none lost (what was in flight may come twice: at least once)
         assert len(got) - len(set(got)) <= 3  # at most the prefetch window again
     finally:
+        await channel.queue_delete(queue)
+        await connection.close()
+
+
+@pytest.mark.rabbitmq
+async def test_the_prefetch_window_widens_while_events_are_held(amqp_url: str) -> None:
+    """While the endpoints hold events (nothing acknowledged), the broker must go on delivering: the parents
+    they wait for may be behind them in the queue. RabbitMQ applies a per-consumer prefetch only to consumers
+    started after it; the window used to stay at `prefetch` and the held events waited for ever."""
+    queue = unique("streamer-coll-window")
+    connection = await aio_pika.connect(amqp_url.replace("%2F", ""))
+    channel = await connection.channel()
+    await channel.declare_queue(queue, durable=True)
+    source = QueueSource(f"{amqp_url}/{queue}?prefetch=2")
+    source.held_downstream = lambda: True  # type: ignore[method-assign]
+
+    async def unacknowledged() -> int:
+        received = 0
+        async for batch in source.batches():  # never committed: as while an endpoint holds them
+            received += len(batch.events)
+            if received >= 10:
+                break
+        return received
+
+    try:
+        for i in range(10):
+            event = bp.parse_line(f"ts=2023-11-14T22:13:{i:02d}.000000Z event=stampede.xwf.start level=Info "
+                                  f"xwf.id=1e2a3b4c-0000-4000-8000-0000000000{i:02d} restart_count=0")
+            await channel.default_exchange.publish(aio_pika.Message(jsonenc.dumps(event)), routing_key=queue)
+        assert await asyncio.wait_for(unacknowledged(), 20) == 10
+    finally:
+        await source.close()
         await channel.queue_delete(queue)
         await connection.close()
 
