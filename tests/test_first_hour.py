@@ -237,6 +237,50 @@ def test_item2_resume_is_asked_for_said_and_tied_to_the_same_endpoints(tmp_path:
     assert "stampede.wf.plan" not in _events_of(first)  # resumed: the first events went to A before
 
 
+def test_item2_a_dagman_jobstate_log_resumes_like_a_submit_dir(tmp_path: Path, capsys) -> None:
+    """`streamer replay PATH/jobstate.log`: its resume state is tied to the endpoints it was delivered to,
+    a replay starts clean unless --resume, and a resume says from which line."""
+    from streamer.sources.jobstate import JobstateSource
+    from streamer.synth.dagjobstate import write_plain_dag
+
+    log = write_plain_dag(tmp_path)
+    lines = log.read_text().splitlines(keepends=True)
+    reference = tmp_path / "ref.bp"
+    assert main(["replay", str(log), "--state", str(tmp_path / "ref.state"), "--dest", str(reference), "-q"]) == 0
+    half = len(lines) // 2
+
+    def interrupted(state: Path) -> None:
+        """A run to A.bp checkpointed half-way (DAGMan had written that much), then stopped."""
+        async def run() -> None:
+            source = JobstateSource(log, state_path=state, destinations=[f"file://{first} events=*"])
+            async for batch in source.batches():
+                await source.commit(batch.position)
+                break
+        first.write_text("")
+        log.write_text("".join(lines[:half]))
+        asyncio.run(run())
+        log.write_text("".join(lines))
+
+    first, state = tmp_path / "A.bp", tmp_path / "run.state"
+    interrupted(state)
+    capsys.readouterr()
+    other = tmp_path / "B.bp"  # a replay without --resume: from the start
+    assert main(["replay", str(log), "--state", str(state), "--dest", str(other)]) == 0
+    assert "an earlier run stopped part-way; starting from the beginning (--resume goes on" in capsys.readouterr().err
+    assert _events_of(other) == _events_of(reference)
+    interrupted(state)  # another endpoint set with --resume: not theirs, they get everything
+    other.unlink()
+    assert main(["replay", str(log), "--state", str(state), "--dest", str(other), "--resume"]) == 0
+    assert f"saved for other endpoints (file://{first} events=*); starting from the beginning" in \
+        capsys.readouterr().err
+    assert _events_of(other) == _events_of(reference)
+    interrupted(state)  # the same endpoints with --resume: goes on from line `half`, and says so
+    assert main(["replay", str(log), "--state", str(state), "--dest", str(first), "--resume"]) == 0
+    assert f"resuming {log} from line {half} (state {state})" in capsys.readouterr().err
+    assert 0 < len(_events_of(first)) < len(_events_of(reference))
+    assert _events_of(first)[0] != "stampede.wf.plan"  # those went to A before
+
+
 # ---------------------------------------------------------------- item 4: ?mode=truncate with a checkpoint
 
 def test_item4_truncate_cannot_resume_from_a_checkpoint(tmp_path: Path, corpus: Path, capsys) -> None:
