@@ -18,7 +18,7 @@ from .cli_help import epilog
 from .cli_jobstate import is_jobstate_log, run_jobstate
 from .runtime import run, setup_logging
 from .sources.base import SourceError
-from .statedir import destinations_of, replay_state_path, writes_submit_dir
+from .statedir import destinations_of, refuse_read_only, replay_state_path, writes_submit_dir
 from .urls import EndpointURL, mask
 
 log = logging.getLogger("streamer")
@@ -417,6 +417,7 @@ async def cmd_monitor(args: argparse.Namespace, *, follow: bool) -> int:
     here = source.plain or writes_submit_dir(source, settings.endpoints)  # else: nothing is written there
     if not args.state and not here:
         source.state_path = replay_state_path(source.submit_dir)
+    refuse_read_only(source, settings.endpoints, state_given=bool(args.state))
     defaults = {"replay": not args.append and not follow and not source.will_resume()}
     for note in source.notes:
         _report(note)

@@ -54,3 +54,26 @@ def resume_refusal(state_path: Path, bound: Any, *, resume: bool, destinations: 
         which = f"for other endpoints ({', '.join(bound)})" if bound else "without its endpoints"
         return False, f"{state_path}: saved {which}; starting from the beginning, so these endpoints get every event"
     return True, None
+
+
+def refuse_read_only(source: Any, specs: Iterable[Any], *, state_given: bool) -> None:
+    """A replay of a read-only (archived) submit dir that would write there, or a --state in a read-only
+    directory, stops before reading anything with what would be written and how not to (ConfigError).
+    `os.access` sees a read-only mount even for root, which ignores permission bits."""
+    from .config import ConfigError
+
+    submit_dir = str(source.submit_dir)
+    if not source.plain and writes_submit_dir(source, specs) and not os.access(submit_dir, os.W_OK):
+        default_db = source.default_db_url()
+        what = [name for name, used in (
+            ("jobstate.log", source.write_jobstate),
+            (default_db.rsplit("/", 1)[-1], any(spec.url == default_db for spec in specs)),
+            ("monitord.started/done", True),
+            (Path(source.state_path).name, not state_given)) if used]
+        raise ConfigError(f"{submit_dir} is read-only, and this run would write {', '.join(what)} there: replay "
+                          "an archived submit dir with --no-jobstate and --dest URL (its resume state then goes to "
+                          f"{user_state_dir() / 'replay'}, or --state FILE)")
+    parent = Path(source.state_path).parent
+    if state_given and not os.access(parent, os.W_OK):
+        raise ConfigError(f"--state {source.state_path}: {parent} is read-only; give a state file in a "
+                          "writable directory")
