@@ -114,6 +114,20 @@ async def test_item1_every_corpus_bp_file_loads_into_sqlite_with_nothing_refused
         assert await _triana_rows(fetch) == TRIANA_ROWS
     finally:
         conn.close()
+    # loaded in two runs, stopped between an inv.end and its main.end (and between the dax job's submit.start
+    # and .end): the second run re-reads what the first wrote (ids, the invocations waiting for an exitcode)
+    events = read_bp(corpus / "bp" / "output-file.bp")
+    cut = next(i for i, e in enumerate(events) if e.name == "stampede.inv.end") + 1
+    assert events[cut - 1].fields["job_inst.id"] == 2
+    assert "stampede.job_inst.main.end" in [e.name for e in events[cut:]]
+    split = tmp_path / "split.db"
+    for part in (events[:cut], events[cut:]):
+        assert await _load(f"sqlite:///{split}", part) == []
+    conn = sqlite3.connect(split)
+    try:
+        assert await _triana_rows(fetch) == TRIANA_ROWS
+    finally:
+        conn.close()
 
 
 async def test_item1_triana_rules_leave_a_pegasus_stream_alone(tmp_path: Path) -> None:

@@ -187,11 +187,19 @@ class Loader:
             found.append(uuid)
         for uuid, exec_id, job_id in results.get("job", ()):
             self.wfs[uuid].jobs[exec_id] = job_id  # type: ignore[union-attr]
+        follow: list[tuple[str, str, list[Any]]] = []
         if "job" in results:  # the dax job is Triana's (who declares `unit:` jobs) alone
             for uuid in uuids:
                 wf = self.wfs.get(uuid)
                 if wf is not None and wf.dax and not triana.is_triana(wf.jobs):
                     wf.dax = None
+            triana_wfs = [wf.wf_id for wf in map(self.wfs.get, uuids) if wf is not None and wf.dax]
+            if triana_wfs:  # their invocations still waiting for main.end's exitcode
+                cond, params = self.dialect.any_of("v.wf_id", triana_wfs)
+                follow.append(("triana_invocation", "SELECT v.job_instance_id, v.invocation_id FROM invocation v "
+                               f"WHERE {cond} AND v.exitcode = {triana.UNKNOWN_EXITCODE}", params))
+        for inst_id, inv_id in results.get("triana_invocation", ()):
+            self.triana_invocations.setdefault(inst_id, []).append(inv_id)
         for uuid, abs_id, task_id in results.get("task", ()):
             self.wfs[uuid].tasks[abs_id] = task_id  # type: ignore[union-attr]
         for job_id, seq, inst_id, host_id in results.get("job_instance", ()):
@@ -200,7 +208,7 @@ class Loader:
                 self.mapped.add(inst_id)
         for wf_id, site, hostname, ip, host_id in results.get("host", ()):
             self.hosts[(wf_id, site, hostname, ip)] = host_id
-        return self._detail_sql(found) if found else []
+        return self._detail_sql(found) + follow if found else follow
 
     def id_demand(self, events: Sequence[Event]) -> dict[str, int]:
         """At most how many new ids per table this batch takes, with the job rows of Triana's dax job."""
