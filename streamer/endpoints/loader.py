@@ -33,8 +33,6 @@ from . import triana
 
 log = logging.getLogger("streamer.endpoints.db")
 
-_STARTS = ("stampede.job_inst.submit.start", "stampede.job_inst.pre.start")
-
 
 @dataclass
 class _Wf:
@@ -195,9 +193,7 @@ class Loader:
                     wf.dax = None
             triana_wfs = [wf.wf_id for wf in map(self.wfs.get, uuids) if wf is not None and wf.dax]
             if triana_wfs:  # their invocations still waiting for main.end's exitcode
-                cond, params = self.dialect.any_of("v.wf_id", triana_wfs)
-                follow.append(("triana_invocation", "SELECT v.job_instance_id, v.invocation_id FROM invocation v "
-                               f"WHERE {cond} AND v.exitcode = {triana.UNKNOWN_EXITCODE}", params))
+                follow.append(("triana_invocation", *triana.waiting_invocations(self.dialect, triana_wfs)))
         for inst_id, inv_id in results.get("triana_invocation", ()):
             self.triana_invocations.setdefault(inst_id, []).append(inv_id)
         for uuid, abs_id, task_id in results.get("task", ()):
@@ -213,14 +209,7 @@ class Loader:
     def id_demand(self, events: Sequence[Event]) -> dict[str, int]:
         """At most how many new ids per table this batch takes, with the job rows of Triana's dax job."""
         demand = id_demand(events)
-        daxes = {uuid: wf.dax[0] for uuid, wf in self.wfs.items() if wf is not None and wf.dax}
-        extra = 0
-        for event in events:
-            f = event.fields
-            if event.name == "stampede.wf.plan" and f.get("dax.file") is not None:
-                daxes[f.get("xwf.id")] = f["dax.file"]  # type: ignore[index]
-            elif event.name in _STARTS and f.get("job.id") == daxes.get(f.get("xwf.id")):  # type: ignore[arg-type]
-                extra += 1
+        extra = triana.dax_jobs(events, {uuid: wf.dax[0] for uuid, wf in self.wfs.items() if wf is not None and wf.dax})
         if extra:
             demand["job"] = demand.get("job", 0) + extra
         return demand

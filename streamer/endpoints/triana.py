@@ -14,7 +14,9 @@ the Triana form is, so a stream of Pegasus (any version) loads exactly as before
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
+
+from ..events import Event
 
 UNIT = "unit:"
 UNKNOWN_EXITCODE = -1
@@ -60,3 +62,27 @@ def dax_job_row(name: str, dax_file: str, dag_file_name: Any) -> dict[str, Any]:
     """The `job` row (without its ids) of a job instance naming the workflow's own dax file."""
     return {"exec_job_id": name, "submit_file": dag_file_name, "executable": dax_file, "type_desc": "dag",
             "clustered": False, "max_retries": 1, "task_count": 0, "argv": None}
+
+
+_STARTS = ("stampede.job_inst.submit.start", "stampede.job_inst.pre.start")
+
+
+def dax_jobs(events: Iterable[Event], daxes: dict[Any, str]) -> int:
+    """At most how many dax job rows these events declare (ids to reserve); `daxes`: uuid -> dax.file of the
+    Triana workflows known so far (this batch's wf.plans are added)."""
+    count = 0
+    for event in events:
+        f = event.fields
+        if event.name == "stampede.wf.plan" and names_itself(f):
+            daxes[f.get("xwf.id")] = f["dax.file"]
+        elif event.name in _STARTS and f.get("job.id") == daxes.get(f.get("xwf.id")):
+            count += 1
+    return count
+
+
+def waiting_invocations(dialect: Any, wf_ids: list[int]) -> tuple[str, list[Any]]:
+    """SQL and parameters: (job_instance_id, invocation_id) of the invocations of these (Triana) workflows still
+    waiting for their job instance's main.end to give their exitcode."""
+    cond, params = dialect.any_of("v.wf_id", wf_ids)
+    return (f"SELECT v.job_instance_id, v.invocation_id FROM invocation v WHERE {cond} "
+            f"AND v.exitcode = {UNKNOWN_EXITCODE}", params)
