@@ -119,6 +119,19 @@ def tls_context(options: dict[str, Any]) -> ssl.SSLContext:
     return context
 
 
+class _Connection(aio_pika.Connection):
+    """aio-pika's connection, closed when connecting fails: else the garbage collector finalises it later,
+    possibly in a worker thread where it can only print `RuntimeWarning: coroutine 'Connection.close' was
+    never awaited` over the user's terminal (seen while the broker is away)."""
+
+    async def connect(self, timeout: Any = None) -> None:
+        try:
+            await super().connect(timeout)
+        except BaseException:
+            await asyncio.shield(self.close())
+            raise
+
+
 async def connect(target: AMQPTarget, options: dict[str, Any], *,
                   name: str = "streamer") -> aio_pika.abc.AbstractConnection:
     """A plain (non-robust) aio-pika connection: reconnecting is the caller's job."""
@@ -131,7 +144,7 @@ async def connect(target: AMQPTarget, options: dict[str, Any], *,
     if target.tls:
         kwargs.update(ssl=True, ssl_context=tls_context(options))
     try:
-        return await asyncio.wait_for(aio_pika.connect(**kwargs), timeout + 1)
+        return await asyncio.wait_for(aio_pika.connect(**kwargs, connection_class=_Connection), timeout + 1)
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # refused, DNS, TLS, timeout: "not now"; auth, vhost: permanent

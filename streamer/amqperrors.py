@@ -32,3 +32,17 @@ def classify(exc: BaseException, target: Any) -> tuple[str, bool]:
     if "ACCESS_REFUSED" in text or code == 403:
         return f"access refused for user {user!r} in vhost {vhost!r}: {text}", True
     return text, any(p in text for p in _PERMANENT)
+
+
+def channel_refusal(exc: BaseException | None, target: Any, doing: str, permission: str) -> str | None:
+    """The plain words for the broker closing a channel on a permission refusal (`doing` the exchange, which
+    needs `permission`), or None when `exc` is not one: retrying cannot fix it, so it is final at once."""
+    if exc is None:
+        return None
+    text = mask(str(exc) or type(exc).__name__)
+    code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
+    if "ACCESS_REFUSED" not in text and code != 403:
+        return None
+    vhost, user = getattr(target, "vhost", "/"), getattr(target, "user", "guest")
+    return (f"{doing} exchange {target.exchange!r} in vhost {vhost!r} refused for user {user!r}: the user has no "
+            f"{permission} permission on it (ACCESS_REFUSED; rabbitmqctl set_permissions)")

@@ -18,7 +18,7 @@ from .cli_help import epilog
 from .cli_jobstate import is_jobstate_log, run_jobstate
 from .runtime import run, setup_logging
 from .sources.base import SourceError
-from .statedir import replay_state_path, writes_submit_dir
+from .statedir import destinations_of, refuse_read_only, replay_state_path, writes_submit_dir
 from .urls import EndpointURL, mask
 
 log = logging.getLogger("streamer")
@@ -415,10 +415,11 @@ async def cmd_monitor(args: argparse.Namespace, *, follow: bool) -> int:
                             state_path=Path(args.state) if args.state else None, parser=args.parser,
                             resume=follow or args.resume)
     settings = collect_endpoints(args, defaults=[source.default_db_url()])
-    source.destinations = sorted(f"{mask(s.url)} events={s.events or '*'}" for s in settings.endpoints)
+    source.destinations = destinations_of(settings.endpoints)
     here = source.plain or writes_submit_dir(source, settings.endpoints)  # else: nothing is written there
     if not args.state and not here:
         source.state_path = replay_state_path(source.submit_dir)
+    refuse_read_only(source, settings.endpoints, state_given=bool(args.state))
     defaults = {"replay": not args.append and not follow and not source.will_resume()}
     for note in source.notes:
         _report(note)

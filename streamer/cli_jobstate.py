@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from .config import ConfigError
+from .statedir import destinations_of
 from .urls import mask
 
 
@@ -40,7 +41,7 @@ async def run_jobstate(args: argparse.Namespace, path: Path, *, follow: bool, co
         state = default_state_path(path)
     source = JobstateSource(path, follow=follow, state_path=state, strict=getattr(args, "strict", False),
                             until_finished=command == "follow" and not getattr(args, "keep_alive", False),
-                            report=report)
+                            report=report, resume=command != "replay" or getattr(args, "resume", False))
     defaults_urls = [source.default_db_url()] if command in ("replay", "follow") else None
     if source.converter.from_braindump and defaults_urls and not (args.dest or args.config or args.conf):
         # its default database is the submit dir's, which `streamer replay DIR` fills from every log
@@ -49,6 +50,9 @@ async def run_jobstate(args: argparse.Namespace, path: Path, *, follow: bool, co
     settings = collect_endpoints(args, defaults=defaults_urls)
     if not settings.endpoints:
         raise ConfigError("no endpoint: give --dest URL (e.g. --dest file:///tmp/events.jsonl), --config or --conf")
+    source.bind(destinations_of(settings.endpoints))  # the state resumed from must be these endpoints'
+    for note in source.notes:
+        report(note)
     if command in ("replay", "follow") and not args.dest and not args.config and not args.conf and not args.quiet:
         sys.stderr.write(f"streamer: no --dest: writing {mask(settings.endpoints[0].url)}\n")
     replay = command == "replay" and not getattr(args, "append", False) and not source.resumed

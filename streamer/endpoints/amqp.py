@@ -46,6 +46,7 @@ from typing import Any, Sequence
 import aio_pika
 
 from .. import amqpconn
+from ..amqperrors import channel_refusal
 from ..amqpconn import _PERMANENT, AMQPTarget, BrokerUnavailable, _reason, connect, tls_context  # noqa: F401
 from ..core.options import OptionError, is_true
 from ..core.options import parse_size as _parse_size
@@ -102,12 +103,16 @@ class Publisher:
     """One connection + confirming channel + declared exchange; publishes windows of messages."""
 
     def __init__(self, connection: aio_pika.abc.AbstractConnection, channel: Any, raw: Any,
-                 exchange: str, mandatory: bool) -> None:
+                 target: AMQPTarget, mandatory: bool) -> None:
+        self.target = target
+        exchange = target.exchange
         self.connection = connection
         self.channel = channel
         self.raw = RawChannel(raw, exchange, mandatory)
         self.exchange = exchange
         self.lost: str | None = None
+        self.refused = False
+        """The broker closed the channel on a permission refusal: final."""
         self._in_flight: dict[int, list[asyncio.Future]] = {}
         connection.close_callbacks.add(self._on_close)
         channel.close_callbacks.add(self._on_close)
@@ -115,11 +120,13 @@ class Publisher:
     def _on_close(self, *args: Any) -> None:
         """Connection or channel gone: every unconfirmed message fails now (not after a timeout)."""
         cause = next((a for a in args if isinstance(a, BaseException)), None)
-        self.lost = _reason(cause) if cause is not None else "connection closed"
+        refused = channel_refusal(cause, self.target, "publishing to", "write")
+        self.lost = refused or (_reason(cause) if cause is not None else "connection closed")
+        self.refused = refused is not None
         for futures in self._in_flight.values():
             for future in futures:
                 if not future.done():
-                    future.set_exception(BrokerUnavailable(self.lost))
+                    future.set_exception(BrokerUnavailable(self.lost, permanent=refused is not None))
         self._in_flight.clear()
 
     def settled(self, futures: list[asyncio.Future], items: Sequence[Item]) -> None:
@@ -145,10 +152,10 @@ class Publisher:
             await asyncio.shield(_close_quietly(connection))
             if not isinstance(exc, Exception):
                 raise
-            reason = _reason(exc)
+            reason = channel_refusal(exc, target, "declaring", "configure") or _reason(exc)
             raise BrokerUnavailable(f"{target.display}: exchange {target.exchange!r}: {reason}",
                                     permanent=any(p in reason for p in _PERMANENT)) from None
-        return cls(connection, channel, raw, target.exchange, is_true(options.get("mandatory", True)))
+        return cls(connection, channel, raw, target, is_true(options.get("mandatory", True)))
 
     @property
     def alive(self) -> bool:
@@ -157,7 +164,7 @@ class Publisher:
     async def send(self, items: Sequence[Item]) -> list[asyncio.Future]:
         """Queue the frames of `items` in one write; the futures resolve on the broker's confirms."""
         if not self.alive:
-            raise BrokerUnavailable("connection closed")
+            raise BrokerUnavailable(self.lost or "connection closed", permanent=self.refused)
         return await self.raw.publish(items, self._register)
 
     def _register(self, futures: list[asyncio.Future]) -> None:
@@ -218,6 +225,7 @@ class AMQPEndpoint(Endpoint):
         """Messages published from the spool."""
         self._closing = False
         self._opened = False
+        self._refused = False
         self._last_error = ""
         self._connect_lock = asyncio.Lock()
 
@@ -261,8 +269,8 @@ class AMQPEndpoint(Endpoint):
             if self.publisher is not None:
                 await self.publisher.close()
                 self.publisher = None
-            if self.spool is not None:
-                self.spool.close(remove_if_empty=self.option("spool") is None)
+            if self.spool is not None:  # a refused run leaves no empty spool directory, even one it was given
+                self.spool.close(remove_if_empty=self.option("spool") is None or self._refused)
                 self.spool = None
             if self.unroutable:
                 total = sum(self.unroutable.values())
@@ -352,7 +360,7 @@ class AMQPEndpoint(Endpoint):
             try:
                 in_flight.append((window, await publisher.send(window)))
             except Exception as exc:
-                cause = BrokerUnavailable(_reason(exc))
+                cause = exc if isinstance(exc, BrokerUnavailable) else BrokerUnavailable(_reason(exc))
                 not_sent = list(items[start:])
                 break
         deadline = time.monotonic() + self.confirm_timeout
@@ -394,7 +402,7 @@ class AMQPEndpoint(Endpoint):
             exc = future.exception()
             if exc is not None:  # nack or connection/channel closed
                 bad.append(index)
-                cause = cause or BrokerUnavailable(_reason(exc))
+                cause = cause or (exc if isinstance(exc, BrokerUnavailable) else BrokerUnavailable(_reason(exc)))
                 continue
             if not is_ack(future.result()):  # the message came back: unroutable
                 key = window[index][0]
@@ -447,6 +455,11 @@ class AMQPEndpoint(Endpoint):
         return f"broker unreachable ({self._last_error or 'connection lost'}){spooled}"
 
     def _note_down(self, exc: BaseException) -> None:
+        """The broker did not take messages: spool (or wait) and retry; a refusal retrying cannot fix (a
+        permission) is final at once (EndpointError), nothing spooled for it."""
+        if isinstance(exc, BrokerUnavailable) and exc.permanent:
+            self._refused = True
+            raise EndpointError(f"{self.name}: {exc}") from None
         text = _reason(exc)
         if text != self._last_error:
             log.warning("%s: broker unavailable (%s); spooling events to %s", self.name, text,

@@ -29,6 +29,7 @@ from ..events import Event
 from .ids import ID_TABLES, IdSource, id_demand
 from .plan import Plan, SQLDialect
 from .rows import COLUMNS, JOBSTATES, LINKING, NOOP, Rejected, describe, need, sanitize_argv, undot
+from . import triana
 
 log = logging.getLogger("streamer.endpoints.db")
 
@@ -40,6 +41,8 @@ class _Wf:
     parent_wf_id: int | None
     jobs: dict[str, int] = field(default_factory=dict)
     tasks: dict[str, int] = field(default_factory=dict)
+    dax: tuple[str, Any] | None = None
+    """The wf.plan's (dax.file, dag.file.name): a Triana job instance may name the dax file (`triana`)."""
 
 
 class Loader:
@@ -53,6 +56,9 @@ class Loader:
         """Workflow uuids already expunged and re-planned in this run (committed)."""
         self.joined: set[str] = set()
         """Workflow uuids another writer is loading too: a replay joins them rather than expunging."""
+        self.triana_invocations: dict[int, list[int]] = {}
+        """Job instance -> its Triana invocations (no exitcode of their own): main.end gives theirs. Kept
+        through `reset` (an id of a rolled-back row only makes an UPDATE that changes nothing)."""
         self.links_wait = False
         """Refuse (as an orphan the endpoint holds: `dbcommon`) a workflow whose root or parent, or a
         sub-workflow link whose sub-workflow, is not loaded yet, instead of leaving the link empty:
@@ -151,8 +157,8 @@ class Loader:
         instances and hosts are asked for only when a workflow is found.
         """
         cond, params = self.dialect.any_of("w.wf_uuid", uuids)
-        return [("workflow", "SELECT w.wf_uuid, w.wf_id, w.root_wf_id, w.parent_wf_id FROM workflow w "
-                             f"WHERE {cond}", params)]
+        return [("workflow", "SELECT w.wf_uuid, w.wf_id, w.root_wf_id, w.parent_wf_id, w.dax_file, "
+                             f"w.dag_file_name FROM workflow w WHERE {cond}", params)]
 
     def _detail_sql(self, uuids: Sequence[str]) -> list[tuple[str, str, list[Any]]]:
         cond, params = self.dialect.any_of("w.wf_uuid", uuids)
@@ -174,11 +180,22 @@ class Loader:
         for uuid in uuids:
             self.wfs.setdefault(uuid, None)
         found = []
-        for uuid, wf_id, root, parent in results.get("workflow", ()):
-            self.wfs[uuid] = _Wf(int(wf_id), root, parent)
+        for uuid, wf_id, root, parent, dax_file, dag_file in results.get("workflow", ()):
+            self.wfs[uuid] = _Wf(int(wf_id), root, parent, dax=None if dax_file is None else (dax_file, dag_file))
             found.append(uuid)
         for uuid, exec_id, job_id in results.get("job", ()):
             self.wfs[uuid].jobs[exec_id] = job_id  # type: ignore[union-attr]
+        follow: list[tuple[str, str, list[Any]]] = []
+        if "job" in results:  # the dax job is Triana's (who declares `unit:` jobs) alone
+            for uuid in uuids:
+                wf = self.wfs.get(uuid)
+                if wf is not None and wf.dax and not triana.is_triana(wf.jobs):
+                    wf.dax = None
+            triana_wfs = [wf.wf_id for wf in map(self.wfs.get, uuids) if wf is not None and wf.dax]
+            if triana_wfs:  # their invocations still waiting for main.end's exitcode
+                follow.append(("triana_invocation", *triana.waiting_invocations(self.dialect, triana_wfs)))
+        for inst_id, inv_id in results.get("triana_invocation", ()):
+            self.triana_invocations.setdefault(inst_id, []).append(inv_id)
         for uuid, abs_id, task_id in results.get("task", ()):
             self.wfs[uuid].tasks[abs_id] = task_id  # type: ignore[union-attr]
         for job_id, seq, inst_id, host_id in results.get("job_instance", ()):
@@ -187,9 +204,15 @@ class Loader:
                 self.mapped.add(inst_id)
         for wf_id, site, hostname, ip, host_id in results.get("host", ()):
             self.hosts[(wf_id, site, hostname, ip)] = host_id
-        return self._detail_sql(found) if found else []
+        return self._detail_sql(found) + follow if found else follow
 
-    id_demand = staticmethod(id_demand)
+    def id_demand(self, events: Sequence[Event]) -> dict[str, int]:
+        """At most how many new ids per table this batch takes, with the job rows of Triana's dax job."""
+        demand = id_demand(events)
+        extra = triana.dax_jobs(events, {uuid: wf.dax[0] for uuid, wf in self.wfs.items() if wf is not None and wf.dax})
+        if extra:
+            demand["job"] = demand.get("job", 0) + extra
+        return demand
 
     # -- planning ---------------------------------------------------------
 
@@ -230,9 +253,17 @@ class Loader:
             raise Rejected(f"unknown workflow {uuid} (no stampede.wf.plan loaded for it)")
         return wf
 
-    def _job_id(self, wf: _Wf, event: Event) -> int:
+    def _job_id(self, wf: _Wf, event: Event, plan: Plan | None = None) -> int:
         exec_id = need(event, "job.id")
         job_id = wf.jobs.get(exec_id)
+        if job_id is None:
+            job_id = wf.jobs.get(triana.unit_job(exec_id, wf.jobs) or "")
+        if job_id is None and plan is not None and wf.dax is not None and exec_id == wf.dax[0]:
+            job_id = self.ids.next("job")
+            row = triana.dax_job_row(exec_id, *wf.dax)
+            row.update(job_id=job_id, wf_id=wf.wf_id)
+            plan.insert("job", job_id, row)
+            wf.jobs[exec_id] = job_id
         if job_id is None:
             raise Rejected(f"unknown job {exec_id} (no stampede.job.info loaded for it)")
         return job_id
@@ -268,7 +299,7 @@ class Loader:
         root_uuid = f.get("root.xwf.id")
         parent_uuid = f.get("parent.xwf.id")
         parent = self.wfs.get(parent_uuid) if parent_uuid else None
-        if root_uuid is None or root_uuid == uuid:
+        if root_uuid is None or root_uuid == uuid or triana.names_itself(f):
             root_id: int | None = wf_id
         else:
             root = self.wfs.get(root_uuid)
@@ -277,7 +308,8 @@ class Loader:
                    planner_arguments=None if f.get("argv") is None else sanitize_argv(f["argv"]),
                    parent_wf_id=parent.wf_id if parent else None, root_wf_id=root_id)
         plan.insert("workflow", wf_id, row)
-        self.wfs[uuid] = _Wf(wf_id, root_id, row["parent_wf_id"])
+        self.wfs[uuid] = _Wf(wf_id, root_id, row["parent_wf_id"],
+                             dax=(f["dax.file"], f.get("dag.file.name")) if triana.names_itself(f) else None)
 
     def _forget(self, doomed: _Wf) -> None:
         """Drop the cached ids of a workflow about to be expunged, and its descendants'."""
@@ -324,7 +356,8 @@ class Loader:
 
     def _job_edge(self, plan: Plan, event: Event) -> None:
         wf = self._wf(event.fields.get("xwf.id"))
-        key = (wf.wf_id, need(event, "parent.job.id"), need(event, "child.job.id"))
+        parent, child = need(event, "parent.job.id"), need(event, "child.job.id")
+        key = (wf.wf_id, triana.unit_job(parent, wf.jobs) or parent, triana.unit_job(child, wf.jobs) or child)
         plan.insert("job_edge", key, dict(zip(COLUMNS["job_edge"], key)))
 
     def _task(self, plan: Plan, event: Event) -> None:
@@ -340,7 +373,8 @@ class Loader:
 
     def _task_edge(self, plan: Plan, event: Event) -> None:
         wf = self._wf(event.fields.get("xwf.id"))
-        key = (wf.wf_id, need(event, "parent.task.id"), need(event, "child.task.id"))
+        parent, child = need(event, "parent.task.id"), need(event, "child.task.id")
+        key = (wf.wf_id, triana.task_of(parent, wf.tasks) or parent, triana.task_of(child, wf.tasks) or child)
         plan.insert("task_edge", key, dict(zip(COLUMNS["task_edge"], key)))
 
     def _task_id(self, wf: _Wf, event: Event) -> int:
@@ -358,7 +392,9 @@ class Loader:
 
     def _task_map(self, plan: Plan, event: Event) -> None:
         wf = self._wf(event.fields.get("xwf.id"))
-        job_id = self._job_id(wf, event)
+        alias = None if event.fields.get("job.id") in wf.jobs else triana.mapped_job(event.fields.get("task.id"),
+                                                                                     wf.jobs)
+        job_id = wf.jobs[alias] if alias else self._job_id(wf, event)
         plan.update("task", self._task_id(wf, event), {"job_id": job_id})
 
     def _subwf_map(self, plan: Plan, event: Event) -> None:
@@ -372,7 +408,7 @@ class Loader:
 
     def _job_instance_start(self, plan: Plan, event: Event) -> None:
         wf = self._wf(event.fields.get("xwf.id"))
-        job_id = self._job_id(wf, event)
+        job_id = self._job_id(wf, event, plan)
         seq = need(event, "job_inst.id")
         known = self.insts.setdefault(job_id, {})
         if seq not in known:
@@ -390,6 +426,9 @@ class Loader:
         changes = undot(event.fields, "job_instance")
         self._jobstate(plan, event)  # first: it refuses a bad status before anything changes
         plan.update("job_instance", inst, changes)
+        if event.name == "stampede.job_inst.main.end" and changes.get("exitcode") is not None:
+            for inv_id in self.triana_invocations.get(inst, ()):
+                plan.update("invocation", inv_id, {"exitcode": changes["exitcode"]})
 
     def _jobstate(self, plan: Plan, event: Event) -> None:
         states = JOBSTATES.get(event.name)
@@ -428,19 +467,30 @@ class Loader:
             self.mapped.add(inst)
             plan.update("job_instance", inst, {"host_id": host_id})
 
-    def _keyed(self, plan: Plan, event: Event, table: str, key_cols: tuple[str, ...]) -> None:
+    def _keyed(self, plan: Plan, event: Event, table: str, key_cols: tuple[str, ...]) -> int | None:
+        """Insert the event's row; its new id (None when this batch already has that row)."""
         wf, inst = self._inst_id(event)
         row = undot(event.fields, table)
         row.update(wf_id=wf.wf_id, job_instance_id=inst)
         key = tuple(row.get(c) for c in key_cols)
         row[ID_TABLES[table]] = None  # assigned below, once we know the row is new in this batch
         if key in plan.inserts.get(table, {}):
-            return
-        row[ID_TABLES[table]] = self.ids.next(table)
+            return None
+        row_id = row[ID_TABLES[table]] = self.ids.next(table)
         plan.insert(table, key, row)
+        return row_id
 
     def _invocation(self, plan: Plan, event: Event) -> None:
-        self._keyed(plan, event, "invocation", ("job_instance_id", "task_submit_seq"))
+        triana_inst = None
+        if event.fields.get("exitcode") is None:
+            wf, triana_inst = self._inst_id(event)
+            if not triana.unit_job(event.fields.get("job.id"), wf.jobs):
+                triana_inst = None  # not Triana's: refused below for its missing exitcode
+            else:
+                event = Event(event.name, {**event.fields, "exitcode": triana.UNKNOWN_EXITCODE}, event.id)
+        inv_id = self._keyed(plan, event, "invocation", ("job_instance_id", "task_submit_seq"))
+        if triana_inst is not None and inv_id is not None:
+            self.triana_invocations.setdefault(triana_inst, []).append(inv_id)
 
     def _integrity(self, plan: Plan, event: Event) -> None:
         self._keyed(plan, event, "integrity", ("job_instance_id", "type", "file_type"))

@@ -161,9 +161,11 @@ class ProcessRunner:
         self._lock = threading.Lock()  # one request at a time, even if an awaiting task was cancelled
 
     async def open(self) -> None:
+        # its own process group: a terminal's Ctrl-C (sent to the foreground group) reaches the parent alone,
+        # which stops the worker in order, even while the worker is still starting (before `serve` ignores it)
         self.process = await asyncio.to_thread(
             subprocess.Popen, [sys.executable, "-c", _CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            env={**os.environ, _PARENT_ENV: str(os.getpid())})
+            env={**os.environ, _PARENT_ENV: str(os.getpid())}, process_group=0)
         await self._call("open", self.options, logging.getLogger().level)
 
     async def _call(self, op: str, *args: Any) -> Any:

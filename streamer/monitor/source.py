@@ -31,6 +31,7 @@ import orjson
 from ..atomic import write_atomically
 from ..core.dbnaming import default_db_url
 from ..sources.base import Batch, Source
+from ..statedir import resume_refusal
 from .parsers import braindump, plaindag
 from .engineopts import DEFAULT, EngineOptions
 from .runner import SNAPSHOT_INTERVAL, ProcessRunner, Step, ThreadRunner, make_runner
@@ -105,18 +106,13 @@ class WorkflowSource(Source):
             marks = data.pop("endpoints", None)
             bound = data.pop("destinations", None)
             self._marks = marks if isinstance(marks, dict) else {}
-            if not self.resume:
+            resume, note = resume_refusal(self.state_path, bound, resume=self.resume, destinations=self.destinations,
+                                          started=not data.get("initial"))
+            if note:
+                self.notes.append(note)
+            if not resume:
                 self._loaded = None
                 self._marks = {}
-                if not data.get("initial"):
-                    self.notes.append(f"{self.state_path}: an earlier run stopped part-way; starting from the "
-                                      "beginning (--resume goes on from where it stopped)")
-            elif self.destinations is not None and bound != self.destinations:
-                self._loaded = None
-                self._marks = {}
-                which = f"for other endpoints ({', '.join(bound)})" if bound else "without its endpoints"
-                self.notes.append(f"{self.state_path}: saved {which}; starting from the beginning, so these "
-                                  "endpoints get every event")
             elif data.get("initial"):  # a crash before the first checkpoint: from the start, files cut back
                 self._loaded = None
             else:

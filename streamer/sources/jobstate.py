@@ -6,7 +6,9 @@ batch carries the file position *and* the converter's state after it; once
 every endpoint acknowledged a batch, `commit` writes both atomically to the
 state file, so a restart after `kill -9` resumes exactly there: no event lost,
 none repeated. A replay whose state says it reached the end starts over (like
-`monitord -r`); a follow resumes.
+`monitord -r`); a follow resumes. As for a submit dir (`monitor/source.py`), the
+state is tied to the endpoints it was delivered to (`destinations`), a replay
+resumes only when asked (`resume`), and `notes` say what was decided.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any, AsyncIterator, Callable
 
 from ..atomic import write_atomically
 from ..core.dbnaming import sqlite_url
+from ..statedir import resume_refusal
 from .base import Batch, Source, SourceError
 from .dagmanlog import DagmanJobstate, DagmanLogError, converter_for, default_db_path
 from .follow import FileFollower, FilePosition
@@ -39,7 +42,8 @@ class JobstateSource(Source):
 
     def __init__(self, path: str | Path, *, follow: bool = False, state_path: str | Path | None = None,
                  strict: bool = False, poll_interval: float = 0.2, until_finished: bool = False,
-                 report: Callable[[str], None] | None = None) -> None:
+                 report: Callable[[str], None] | None = None, resume: bool = True,
+                 destinations: list[str] | None = None) -> None:
         self.path = Path(path)
         self.follow = follow
         self.until_finished = until_finished
@@ -55,12 +59,36 @@ class JobstateSource(Source):
         self._follower: FileFollower | None = None
         self.start: FilePosition | None = None
         self.resumed = False
-        saved = self._load()
-        self._marks: dict[str, Any] = saved.get("endpoints") or {} if saved is not None else {}
-        if saved is not None and "position" in saved:  # not only the marks of a run that never checkpointed
+        self.resume = resume
+        """False: start from the beginning whatever state an earlier run left (`streamer replay` without --resume)."""
+        self.notes: list[str] = []
+        """What the user must be told about the state: resuming from where, or why not."""
+        self._saved = self._load()
+        self._marks: dict[str, Any] = {}
+        self.bind(destinations)
+
+    def bind(self, destinations: list[str] | None) -> None:
+        """Decide, for this endpoint set (masked URLs and filters; None: not checked), whether to resume."""
+        self.destinations = destinations
+        self.notes = []
+        saved = self._saved
+        self.start, self.resumed, self._marks = None, False, {}
+        if saved is None:
+            return
+        self.converter = converter_for(self.path)  # fresh, unless the saved one is resumed below
+        started = "position" in saved  # else only the marks of a run that never checkpointed
+        resume, note = resume_refusal(self.state_path, saved.get("destinations"), resume=self.resume,
+                                      destinations=destinations, started=started)
+        if note:
+            self.notes.append(note)
+        if not resume:
+            return
+        self._marks = saved.get("endpoints") or {}
+        if started:
             self.start = FilePosition.from_dict(saved["position"])
             self.converter.restore(saved["converter"])
             self.resumed = True
+            self.notes.append(f"resuming {self.path} from line {self.start.line} (state {self.state_path})")
 
     # ------------------------------------------------------------ identity
     @property
@@ -97,11 +125,13 @@ class JobstateSource(Source):
 
     async def commit_start(self, endpoints: dict[str, Any]) -> None:
         """A fresh run records its file endpoints' marks first: a crash before the first checkpoint is undone."""
-        if endpoints and self.state_path is not None and not self.resumed and not self.state_path.exists():
+        if endpoints and self.state_path is not None and not self.resumed:
             await self._save({"endpoints": endpoints})
 
     async def _save(self, state: dict[str, Any]) -> None:
         assert self.state_path is not None
+        if self.destinations is not None:
+            state = {**state, "destinations": self.destinations}
         data = json.dumps({"version": STATE_VERSION, "kind": STATE_KIND, **state}).encode()
         await asyncio.to_thread(write_atomically, self.state_path, data)
 

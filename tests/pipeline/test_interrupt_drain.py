@@ -12,6 +12,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 EVENTS = "".join(f"ts=2023-03-03T23:11:0{i}.000000Z event=stampede.xwf.meta level=Info "
                  f"xwf.id=f84f05fc-a8d0-42b5-bac5-52d6f41a77e3 key=k{i} value=v\n" for i in range(3))
 
@@ -78,4 +80,43 @@ def test_ctrl_c_says_what_the_drain_waits_for_and_a_second_one_what_stays(tmp_pa
     finally:
         if child.poll() is None:
             child.kill()
+            child.wait()
+
+
+@pytest.mark.parametrize("when", ["worker-starting", "reading"])
+def test_two_ctrl_c_on_a_replay_with_a_worker_process_never_print_a_traceback(tmp_path: Path, when: str) -> None:
+    """`streamer replay --parser process` to an AMQP broker that is away; Ctrl-C twice, as a terminal sends it:
+    to the whole foreground process group, the parsing worker included (the old `BrokenPipeError` came from it;
+    a Ctrl-C while it was still starting gave `MonitorWorkerError` with a traceback)."""
+    from streamer.synth import generate
+
+    submit = generate(tmp_path / "wf", jobs=300, seed=1)
+    spool = tmp_path / "spool"
+    url = (f"amqp://guest:guest@127.0.0.1:{closed_port()}/%2F/workflows?spool={spool}&drain_timeout=120"
+           "&retry_max=1&connect_timeout=1&events=*")
+    child = subprocess.Popen([sys.executable, "-m", "streamer", "replay", str(submit), "--parser", "process",
+                              "--no-jobstate", "--state", str(tmp_path / "state.json"), "--dest", url],
+                             stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                             start_new_session=True)  # its own group: the test's Ctrl-C goes to it alone
+    try:
+        lines = Lines(child.stderr)
+        lines.wait_for("broker unavailable")  # the endpoint is open: the worker is being started now
+        if when == "worker-starting":
+            time.sleep(0.2)  # the worker is importing streamer (before this fix: a traceback, exit 1)
+        else:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not any(
+                    p.stat().st_size for p in spool.glob("*") if p.is_file() and p.name not in ("lock", "head")):
+                time.sleep(0.1)  # events are flowing into the spool
+        os.killpg(child.pid, signal.SIGINT)
+        lines.wait_for("waiting up to 120 s for the broker")
+        os.killpg(child.pid, signal.SIGINT)
+        assert child.wait(timeout=30) == 130  # README, Ctrl-C: 130
+        err = lines.rest()
+        assert "streamer: second signal: exiting without flushing" in err
+        for noise in ("Traceback", "BrokenPipeError", "MonitorWorkerError", "RuntimeWarning", "Exception ignored"):
+            assert noise not in err, err
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
             child.wait()
