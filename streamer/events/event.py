@@ -118,7 +118,7 @@ def _number(text: Any) -> int | float:
     except (TypeError, ValueError):
         pass
     else:  # a number beyond 64 bits is kept as the float it is (JSON could not read it back)
-        return value if INT_MIN <= value <= INT_MAX else _finite(float(value), text)
+        return value if INT_MIN <= value <= INT_MAX else _finite(value, text)
     try:
         number = float(text)
     except (TypeError, ValueError) as exc:
@@ -128,10 +128,14 @@ def _number(text: Any) -> int | float:
     return number
 
 
-def _finite(value: float, text: Any) -> float:
-    if math.isinf(value):
+def _finite(value: int, text: Any) -> float:
+    try:
+        number = float(value)
+    except OverflowError:  # beyond a double's range (~1.8e308)
+        number = math.inf
+    if math.isinf(number):
         raise FieldError(f"not a finite number: {str(text)[:60]!r}")
-    return value
+    return number
 
 
 def _integer(text: Any) -> int:

@@ -230,3 +230,13 @@ def test_join_lines_declines_events_without_their_line() -> None:
     assert fast.join_lines([]) == b""
     with pytest.raises(TypeError):
         fast.join_lines((built,))
+
+
+@pytest.mark.parametrize("digits", [309, 400, 4000])
+def test_a_number_beyond_a_double_is_a_field_error_not_a_crash(digits: int) -> None:
+    """Found by the fuzz harness: `dur=` with 400 digits raised OverflowError from float() on both paths."""
+    line = ("ts=2012-03-15T16:43:47.264595Z event=stampede.inv.end xwf.id=ccb26ba4-4df6-4aa4-b6b9-be6bd3fd8d74 "
+            f"job_inst.id=1 job.id=a inv.id=1 dur={'9' * digits}")
+    with pytest.raises(bp.BPError, match=r"field dur: not a finite number: '9{60}'"):
+        bp.parse_line(line)
+    assert python_parse(line) == f"error: field dur: not a finite number: '{'9' * 60}'"
