@@ -425,7 +425,7 @@ async def cmd_monitor(args: argparse.Namespace, *, follow: bool) -> int:
         _report(note)
     if not args.dest and not args.config and not args.conf and not args.quiet:
         sys.stderr.write(f"streamer: no --dest: writing {mask(settings.endpoints[0].url)} and jobstate.log\n")
-    elif not source.plain and not any(s.url == source.default_db_url() for s in settings.endpoints):
+    elif not args.quiet and not source.plain and not any(s.url == source.default_db_url() for s in settings.endpoints):
         sys.stderr.write(f"streamer: note: {source.default_db_url().rsplit('/', 1)[-1]} is not written (endpoints "
                          f"given), so pegasus-analyzer and pegasus-statistics cannot read this run; add "
                          f"--dest {source.default_db_url()} to keep monitord's database\n")

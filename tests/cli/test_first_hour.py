@@ -361,6 +361,9 @@ def test_item7_a_dest_says_once_that_the_default_database_is_not_written(tmp_pat
                  "--dest", f"sqlite:///{submit}/{db}"]) == 0
     assert "is not written" not in capsys.readouterr().err
     assert (submit / db).exists()
+    # -q: the note is not printed either (a quiet run prints warnings and errors only)
+    assert main(["replay", str(submit), "--timezone", "UTC", "--dest", str(out), "--no-jobstate", "-q"]) == 0
+    assert capsys.readouterr().err == ""
 
 
 # ---------------------------------------------------------------- item 8: options checked up front
