@@ -179,6 +179,7 @@ class AMQPEndpoint(Endpoint):
     """Publishes events to a RabbitMQ exchange with confirms; spools while the broker is away."""
 
     schemes = ("amqp", "amqps")
+    spools_itself = True  # its spool keeps publish-ready messages (routing key, id, time, body), not events
     default_events = MONITORD_EVENTS + ",chimbuko.*"  # monitord's events, and every provenance record
 
     def __init__(self, url: EndpointURL, options: dict[str, Any] | None = None) -> None:

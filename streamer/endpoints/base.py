@@ -93,6 +93,11 @@ class Endpoint(abc.ABC):
         `/healthz` answers 503 with it (`streamer/metrics.py`)."""
         return None
 
+    def give_up_after(self, seconds: float) -> None:
+        """Raise `resilience.Unavailable` once a retriable fault has lasted `seconds` (instead of retrying for
+        `retry_for`): the spooling layer (`spooling.py`) calls it, and spools what the endpoint cannot take.
+        An endpoint that does not retry has nothing to shorten."""
+
     async def flush(self) -> None:
         """Make everything written so far durable (e.g. fsync). Called at checkpoints and exit."""
 
