@@ -23,7 +23,7 @@ from typing import Callable
 import pytest
 
 import dbcompare
-from ownservers import own_postgres
+from ownservers import PgCluster, own_postgres
 from streamer.synth import generate, iter_dagman_chunks
 from test_faults import _pg_rows, _rows_seen, clean_replay, follow_cmd, grow
 
@@ -32,11 +32,29 @@ def spooled_bytes(spool: Path) -> int:
     return sum(p.stat().st_size for p in spool.glob("*.seg")) if spool.is_dir() else 0
 
 
-def wait_for(what: str, condition: Callable[[], bool], timeout: float = 90) -> None:
+def wait_for(what: str, condition: Callable[[], bool], proc: subprocess.Popen[str], timeout: float = 90) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
+        if proc.poll() is not None:
+            raise AssertionError(f"{what}: streamer exited with {proc.returncode}: {proc.communicate()[1]}")
         assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
         time.sleep(0.1)
+
+
+def follow_into_stopped_server(cluster: PgCluster, submit: Path, chunks: list[str], dagman_out: Path, state: Path,
+                               dest: str, upto: int) -> subprocess.Popen[str]:
+    """`streamer follow` into `dest`; the server stopped once rows go in; the workflow grown to chunk `upto`
+    meanwhile; returns once events are spooled and the checkpoint moved past them."""
+    proc = subprocess.Popen(follow_cmd(submit, state, dest), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    grow(dagman_out, chunks[:12])
+    wait_for("rows in the database", lambda: asyncio.run(_rows_seen(cluster.dsn)) > 0, proc)
+    cluster.ctl("stop", "-m", "fast")  # connections cut, as a crash or failover would
+    grow(dagman_out, chunks[12:upto])
+    wait_for("batches in the spool", lambda: spooled_bytes(state.parent / "pg.spool") > 0, proc)
+    checkpoint = state.read_bytes()
+    wait_for("the checkpoint moving past spooled batches", lambda: state.read_bytes() != checkpoint, proc)
+    return proc
 
 
 def _setup(tmp_path: Path, seed: int) -> tuple[Path, list[str], Path, dbcompare.Snapshot]:
@@ -62,19 +80,12 @@ def test_postgres_stopped_mid_load_spools_and_drains_rows_equal_clean_load(tmp_p
     state = tmp_path / "state.json"
     with own_postgres() as cluster:
         dest = f"{cluster.dsn}?batch=500&spool={spool}&spool_grace=1"
-        proc = subprocess.Popen(follow_cmd(submit, state, dest), stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, text=True)
+        proc = follow_into_stopped_server(cluster, submit, chunks, dagman_out, state, dest, upto=20)
         try:
-            grow(dagman_out, chunks[:12])
-            wait_for("rows in the database", lambda: asyncio.run(_rows_seen(cluster.dsn)) > 0)
-            cluster.ctl("stop", "-m", "fast")  # connections cut, as a crash or failover would
-            grow(dagman_out, chunks[12:20])
-            wait_for("batches in the spool", lambda: spooled_bytes(spool) > 0)
             first, checkpoint = spooled_bytes(spool), state.read_bytes()
             grow(dagman_out, chunks[20:28])  # the server is still down: the source is not held back
-            wait_for("the spool growing", lambda: spooled_bytes(spool) > first)
-            wait_for("the checkpoint moving on", lambda: state.read_bytes() != checkpoint)
-            assert proc.poll() is None
+            wait_for("the spool growing", lambda: spooled_bytes(spool) > first, proc)
+            wait_for("the checkpoint moving on", lambda: state.read_bytes() != checkpoint, proc)
             during = spooled_bytes(spool)
             cluster.ctl("start")
             cluster.wait_ready()
@@ -100,16 +111,8 @@ def test_postgres_down_streamer_killed_while_spooled_rerun_rows_equal_clean_load
     state = tmp_path / "state.json"
     with own_postgres() as cluster:
         dest = f"{cluster.dsn}?batch=500&spool={spool}&spool_grace=1"
-        proc = subprocess.Popen(follow_cmd(submit, state, dest), stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, text=True)
+        proc = follow_into_stopped_server(cluster, submit, chunks, dagman_out, state, dest, upto=24)
         try:
-            grow(dagman_out, chunks[:12])
-            wait_for("rows in the database", lambda: asyncio.run(_rows_seen(cluster.dsn)) > 0)
-            cluster.ctl("stop", "-m", "fast")
-            grow(dagman_out, chunks[12:24])
-            wait_for("batches in the spool", lambda: spooled_bytes(spool) > 0)
-            checkpoint = state.read_bytes()
-            wait_for("the checkpoint past spooled batches", lambda: state.read_bytes() != checkpoint)
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=30)
         finally:

@@ -37,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import math
 import os
 import time
 from collections import Counter
@@ -54,6 +55,7 @@ from ..spool import Spool, SpoolError, SpoolFull
 from ..urls import EndpointURL
 from .amqp_channel import Item, RawChannel, is_ack
 from .base import Endpoint, EndpointError
+from .resilience import CONNECTION, RetryPolicy, TransientError, retrying
 
 log = logging.getLogger("streamer.amqp")
 
@@ -192,6 +194,9 @@ class AMQPEndpoint(Endpoint):
         self.confirm_timeout = float(self.option("confirm_timeout", 30.0))
         self.drain_timeout = float(self.option("drain_timeout", 300.0))
         self.retry_max = float(self.option("retry_max", 30.0))
+        self.reconnect_policy = RetryPolicy(retry_for=math.inf, first_delay=0.2, max_delay=self.retry_max,
+                                            quiet_for=math.inf)
+        """Reconnecting never gives up while the spool holds the events (`_note_down` reports the outage)."""
         spool = self.option("spool")
         self.spool_enabled = not (spool is not None and str(spool).strip().lower() in ("off", "false", "no", "0"))
         self.spool_dir = Path(spool) if self.spool_enabled and spool else default_spool_dir(self.target)
@@ -408,17 +413,29 @@ class AMQPEndpoint(Endpoint):
         self.published += len(futures) - len(bad)
         return (cause, bad) if bad else None
 
-    async def _publish_until_confirmed(self, items: list[Item]) -> None:
-        """Without a spool: retry (reconnecting with backoff) until everything is confirmed."""
-        while items:
-            await self._connect_with_backoff()
+    async def _publish_until_confirmed(self, items: list[Item], what: str = "publishing") -> None:
+        """Publish until every message is confirmed, reconnecting with back-off for as long as it takes
+        (the one retry loop, `resilience.retrying`); after a failure only the unconfirmed ones are sent again."""
+        rest = items
+
+        async def attempt() -> None:
+            nonlocal rest
+            if self.publisher is None or not self.publisher.alive:
+                try:
+                    await self._connect()
+                except BrokerUnavailable as exc:
+                    self._note_down(exc)
+                    raise TransientError(CONNECTION, _reason(exc)) from None
             try:
-                await self._publish(items)
-                return
+                await self._publish(rest)
             except _Unconfirmed as exc:
                 self._note_down(exc.cause)
                 self.resent += len(exc.rest)
-                items = exc.rest
+                rest = exc.rest
+                raise TransientError(CONNECTION, _reason(exc.cause)) from None
+
+        if rest:
+            await retrying(self.name, what, attempt, self.reconnect_policy)
 
     # ------------------------------------------------------------ connection
 
@@ -466,29 +483,10 @@ class AMQPEndpoint(Endpoint):
         assert spool is not None
         while len(spool):
             records, position = spool.peek(self.window)
-            items = [_item_from_record(r) for r in records]
-            while items:
-                await self._connect_with_backoff()
-                try:
-                    await self._publish(items)
-                    items = []
-                except _Unconfirmed as exc:
-                    self._note_down(exc.cause)
-                    self.resent += len(exc.rest)
-                    items = exc.rest
+            await self._publish_until_confirmed([_item_from_record(r) for r in records], "draining the spool")
             spool.commit(position, len(records))
             self.drained += len(records)
         log.info("%s: spool drained; publishing directly again", self.name)
-
-    async def _connect_with_backoff(self) -> None:
-        delay = 0.2
-        while self.publisher is None or not self.publisher.alive:
-            try:
-                await self._connect()
-            except BrokerUnavailable as exc:
-                self._note_down(exc)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, self.retry_max)
 
 
 class _Unconfirmed(Exception):
