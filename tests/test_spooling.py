@@ -4,7 +4,9 @@ test's own (`ownservers.py`) that the test stops in the middle of a live `stream
 - while the server is down streamer keeps reading: the batches go to the spool (it grows), the checkpoint
   moves on; once the server is back the spool drains, and the database holds exactly the rows of a clean load;
 - SIGKILL of streamer while batches are spooled, then a rerun with the same state and spool: the spool is
-  replayed first, and the rows are again exactly those of a clean load (nothing lost, nothing twice).
+  replayed first, and the rows are again exactly those of a clean load (nothing lost, nothing twice);
+- the same layer around the MySQL endpoint, the machine's MariaDB reached through a TCP proxy the test cuts:
+  a batch written meanwhile is spooled (nothing reaches the server), and replayed in order once it is back.
 
 The workflow grows while streamer follows it (`streamer.synth`), so the outage lands in the middle of the load
 by construction.
@@ -23,8 +25,15 @@ from typing import Callable
 import pytest
 
 import dbcompare
+from amqphelp import Forwarder
+from conftest import MYSQL_HOST, MYSQL_PORT
+from dbstream import golden_events
 from ownservers import PgCluster, own_postgres
+from streamer.endpoints import create_endpoint
+from streamer.endpoints.spooling import Spooling, with_spool
 from streamer.synth import generate, iter_dagman_chunks
+from test_db import assert_same, golden_snapshot
+from test_mysql import mysql_db, mysql_snapshot  # noqa: F401 (a fixture)
 from test_faults import _pg_rows, _rows_seen, clean_replay, follow_cmd, grow
 
 
@@ -130,3 +139,33 @@ def test_postgres_down_streamer_killed_while_spooled_rerun_rows_equal_clean_load
     assert spooled_bytes(spool) == 0
     print(f"\nkilled with {left:,} bytes spooled; the rerun replayed them first: rows equal a clean load")
     _assert_same(loaded, clean)
+
+
+@pytest.mark.mysql
+@pytest.mark.corpus
+async def test_mysql_through_a_cut_connection_spools_and_replays_in_order(golden: Path, mysql_db: str,
+                                                                         tmp_path: Path) -> None:
+    events = golden_events(golden, "process_wf_failure")
+    forwarder = Forwarder(MYSQL_HOST, MYSQL_PORT)
+    proxied = await forwarder.start()
+    url = mysql_db.replace(f"@{MYSQL_HOST}:{MYSQL_PORT}/", f"@127.0.0.1:{proxied}/")
+    endpoint = with_spool(create_endpoint(f"{url}?spool={tmp_path / 'spool'}&spool_grace=0.5&retry_for=0.5"))
+    assert isinstance(endpoint, Spooling)
+    third = len(events) // 3
+    try:
+        forwarder.up = True
+        await endpoint.open()
+        await endpoint.write(events[:third])
+        forwarder.down()  # the network cut: nothing reaches the server
+        await endpoint.write(events[third:2 * third])
+        assert endpoint.spool is not None and len(endpoint.spool) == 2 * third - third
+        assert endpoint.health() is not None and "events spooled in" in str(endpoint.health())
+        await endpoint.write(events[2 * third:])  # behind the spooled ones, in order
+        assert len(endpoint.spool) == len(events) - third and endpoint.spooled == len(events) - third
+        forwarder.up = True
+        await endpoint.close()  # waits for the replay
+    finally:
+        await forwarder.close()
+    assert endpoint.drained == len(events) - third
+    assert not list((tmp_path / "spool").glob("*.seg"))
+    assert_same(await mysql_snapshot(mysql_db), golden_snapshot(golden, "process_wf_failure"))
