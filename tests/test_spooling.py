@@ -19,8 +19,9 @@ import shutil
 import signal
 import subprocess
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import pytest
 
@@ -50,20 +51,34 @@ def wait_for(what: str, condition: Callable[[], bool], proc: subprocess.Popen[st
         time.sleep(0.1)
 
 
-def follow_into_stopped_server(cluster: PgCluster, submit: Path, chunks: list[str], dagman_out: Path, state: Path,
-                               dest: str, upto: int) -> subprocess.Popen[str]:
-    """`streamer follow` into `dest`; the server stopped once rows go in; the workflow grown to chunk `upto`
-    meanwhile; returns once events are spooled and the checkpoint moved past them."""
-    proc = subprocess.Popen(follow_cmd(submit, state, dest), stdout=subprocess.DEVNULL,
+@contextmanager
+def follow_into_stopped_server(tmp_path: Path, cluster: PgCluster, submit: Path, chunks: list[str],
+                               dagman_out: Path) -> Iterator[subprocess.Popen[str]]:
+    """`streamer follow` into the cluster with `?spool=tmp_path/pg.spool`; the server stopped once rows go in;
+    the workflow grown to chunk 24 meanwhile. Yields once events are spooled and, after more of the workflow
+    (chunks 18 to 24, which only the spool can have acknowledged), the spool grew and the checkpoint moved on;
+    kills streamer at the end if it still runs."""
+    state = tmp_path / "state.json"
+    proc = subprocess.Popen(follow_cmd(submit, state, dest_of(tmp_path, cluster)), stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
-    grow(dagman_out, chunks[:12])
-    wait_for("rows in the database", lambda: asyncio.run(_rows_seen(cluster.dsn)) > 0, proc)
-    cluster.ctl("stop", "-m", "fast")  # connections cut, as a crash or failover would
-    grow(dagman_out, chunks[12:upto])
-    wait_for("batches in the spool", lambda: spooled_bytes(state.parent / "pg.spool") > 0, proc)
-    checkpoint = state.read_bytes()
-    wait_for("the checkpoint moving past spooled batches", lambda: state.read_bytes() != checkpoint, proc)
-    return proc
+    try:
+        grow(dagman_out, chunks[:12])
+        wait_for("rows in the database", lambda: asyncio.run(_rows_seen(cluster.dsn)) > 0, proc)
+        cluster.ctl("stop", "-m", "fast")  # connections cut, as a crash or failover would
+        grow(dagman_out, chunks[12:18])
+        wait_for("batches in the spool", lambda: spooled_bytes(tmp_path / "pg.spool") > 0, proc)
+        first, checkpoint = spooled_bytes(tmp_path / "pg.spool"), state.read_bytes()
+        grow(dagman_out, chunks[18:24])  # the server is still down: the source is not held back
+        wait_for("the spool growing", lambda: spooled_bytes(tmp_path / "pg.spool") > first, proc)
+        wait_for("the checkpoint moving on", lambda: state.read_bytes() != checkpoint, proc)
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def dest_of(tmp_path: Path, cluster: PgCluster) -> str:
+    return f"{cluster.dsn}?batch=500&spool={tmp_path / 'pg.spool'}&spool_grace=1"
 
 
 def _setup(tmp_path: Path, seed: int) -> tuple[Path, list[str], Path, dbcompare.Snapshot]:
@@ -86,23 +101,13 @@ def _assert_same(loaded: dbcompare.Snapshot, clean: dbcompare.Snapshot) -> None:
 def test_postgres_stopped_mid_load_spools_and_drains_rows_equal_clean_load(tmp_path: Path) -> None:
     submit, chunks, dagman_out, clean = _setup(tmp_path, seed=32)
     spool = tmp_path / "pg.spool"
-    state = tmp_path / "state.json"
     with own_postgres() as cluster:
-        dest = f"{cluster.dsn}?batch=500&spool={spool}&spool_grace=1"
-        proc = follow_into_stopped_server(cluster, submit, chunks, dagman_out, state, dest, upto=20)
-        try:
-            first, checkpoint = spooled_bytes(spool), state.read_bytes()
-            grow(dagman_out, chunks[20:28])  # the server is still down: the source is not held back
-            wait_for("the spool growing", lambda: spooled_bytes(spool) > first, proc)
-            wait_for("the checkpoint moving on", lambda: state.read_bytes() != checkpoint, proc)
+        with follow_into_stopped_server(tmp_path, cluster, submit, chunks, dagman_out) as proc:
             during = spooled_bytes(spool)
             cluster.ctl("start")
             cluster.wait_ready()
-            grow(dagman_out, chunks[28:])
+            grow(dagman_out, chunks[24:])
             _, err = proc.communicate(timeout=300)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
         assert proc.returncode == 0, err
         assert "Traceback" not in err
         loaded = asyncio.run(_pg_rows(cluster.dsn))
@@ -119,20 +124,16 @@ def test_postgres_down_streamer_killed_while_spooled_rerun_rows_equal_clean_load
     spool = tmp_path / "pg.spool"
     state = tmp_path / "state.json"
     with own_postgres() as cluster:
-        dest = f"{cluster.dsn}?batch=500&spool={spool}&spool_grace=1"
-        proc = follow_into_stopped_server(cluster, submit, chunks, dagman_out, state, dest, upto=24)
-        try:
+        with follow_into_stopped_server(tmp_path, cluster, submit, chunks, dagman_out) as proc:
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=30)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
         left = spooled_bytes(spool)
         assert left > 0
         cluster.ctl("start")
         cluster.wait_ready()
         grow(dagman_out, chunks[24:], pause=0)
-        rerun = subprocess.run(follow_cmd(submit, state, dest), capture_output=True, text=True, timeout=300)
+        rerun = subprocess.run(follow_cmd(submit, state, dest_of(tmp_path, cluster)), capture_output=True, text=True,
+                               timeout=300)
         assert rerun.returncode == 0, rerun.stderr
         assert "spooled by an earlier run" in rerun.stderr
         loaded = asyncio.run(_pg_rows(cluster.dsn))
@@ -143,8 +144,8 @@ def test_postgres_down_streamer_killed_while_spooled_rerun_rows_equal_clean_load
 
 @pytest.mark.mysql
 @pytest.mark.corpus
-async def test_mysql_through_a_cut_connection_spools_and_replays_in_order(golden: Path, mysql_db: str,
-                                                                         tmp_path: Path) -> None:
+async def test_mysql_through_a_cut_connection_spools_and_replays_in_order(
+        golden: Path, mysql_db: str, tmp_path: Path) -> None:  # noqa: F811
     events = golden_events(golden, "process_wf_failure")
     forwarder = Forwarder(MYSQL_HOST, MYSQL_PORT)
     proxied = await forwarder.start()
