@@ -14,8 +14,6 @@ from .bus import Bus, BusError, make_route
 from .config import EndpointSpec
 from .endpoints import EndpointError, create_endpoint
 from .endpoints.base import Endpoint
-from .endpoints.deadletter import with_dead_letters
-from .endpoints.spooling import with_spool
 from .endpoints.waiting import left_behind, waiting_for
 from .runtime import install_signal_handlers
 from .sources.base import Batch, Source, SourceError
@@ -80,7 +78,7 @@ def build_endpoints(specs: list[EndpointSpec], defaults: dict[str, Any] | None =
     endpoints = []
     for spec in specs:
         options = {**(defaults or {}), **spec.options}
-        endpoints.append((with_spool(with_dead_letters(create_endpoint(spec.url, options))), spec))
+        endpoints.append((create_endpoint(spec.url, options), spec))
     return endpoints
 
 

@@ -31,7 +31,7 @@ from conftest import MYSQL_HOST, MYSQL_PORT
 from dbstream import golden_events
 from ownservers import PgCluster, own_postgres
 from streamer.endpoints import create_endpoint
-from streamer.endpoints.spooling import Spooling, with_spool
+from streamer.endpoints.spooling import Spooling
 from streamer.synth import generate, iter_dagman_chunks
 from test_db import assert_same, golden_snapshot
 from test_mysql import mysql_db, mysql_snapshot  # noqa: F401 (a fixture)
@@ -150,7 +150,7 @@ async def test_mysql_through_a_cut_connection_spools_and_replays_in_order(
     forwarder = Forwarder(MYSQL_HOST, MYSQL_PORT)
     proxied = await forwarder.start()
     url = mysql_db.replace(f"@{MYSQL_HOST}:{MYSQL_PORT}/", f"@127.0.0.1:{proxied}/")
-    endpoint = with_spool(create_endpoint(f"{url}?spool={tmp_path / 'spool'}&spool_grace=0.5&retry_for=0.5"))
+    endpoint = create_endpoint(f"{url}?spool={tmp_path / 'spool'}&spool_grace=0.5&retry_for=0.5")
     assert isinstance(endpoint, Spooling)
     third = len(events) // 3
     try:

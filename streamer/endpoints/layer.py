@@ -9,10 +9,15 @@ Counters and state the summary and the metrics read (`stats`, `published`,
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Sequence
 
 from ..events import Event
 from .base import Endpoint
+
+
+FORWARDED = frozenset({"unconfirmed_ids"})
+"""Attributes set on a layer that belong to the endpoint inside (AMQP: record the unconfirmed message ids)."""
 
 
 class Layer(Endpoint):
@@ -22,6 +27,7 @@ class Layer(Endpoint):
         super().__init__(inner.url, inner.options)
         self.inner = inner
         self.default_events = inner.default_events  # type: ignore[misc]
+        self.spool_grace = inner.spool_grace  # type: ignore[misc]
         self.state_key = inner.state_key
 
     def __getattr__(self, name: str) -> Any:  # counters and state the summary and metrics read
@@ -29,6 +35,13 @@ class Layer(Endpoint):
         if inner is None:
             raise AttributeError(name)
         return getattr(inner, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """The inner endpoint's switches set through the layer go to it (tests, diagnostics)."""
+        if name in FORWARDED and "inner" in self.__dict__:
+            setattr(self.inner, name, value)
+        else:
+            object.__setattr__(self, name, value)
 
     @property
     def unencodable(self) -> int:  # type: ignore[override]
@@ -68,6 +81,9 @@ class Layer(Endpoint):
 
     def give_up_after(self, seconds: float) -> None:
         self.inner.give_up_after(seconds)
+
+    def default_spool(self) -> Path | None:
+        return self.inner.default_spool()
 
     async def flush(self) -> None:
         await self.inner.flush()

@@ -39,7 +39,7 @@ import random
 import sqlite3
 import time
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Sequence
 
 from ..urls import mask
 from .base import EndpointError
@@ -71,6 +71,9 @@ class Unavailable(EndpointError):
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
         self.kind = kind
+        self.rest: Sequence[Any] | None = None
+        """The events of the batch not delivered, when the endpoint knows (AMQP: those not confirmed);
+        None: the whole batch."""
 
 
 class Rejected(EndpointError):

@@ -39,7 +39,7 @@ import logging
 import math
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Awaitable, Callable, Sequence
 
 from ..core.record import Codec
 from ..events import Event
@@ -61,7 +61,7 @@ class Spooling(Layer):
 
     def __init__(self, inner: Endpoint, path: str | Path, *, max_bytes: int = DEFAULT_SPOOL_BYTES,
                  grace: float = DEFAULT_GRACE, drain_timeout: float = DEFAULT_DRAIN_TIMEOUT,
-                 codec: Codec[Event] = JSON_LINES) -> None:
+                 codec: Codec[Event] = JSON_LINES, max_delay: float = 5.0, remove_if_empty: bool = False) -> None:
         super().__init__(inner)
         self.state_key = None  # spooled events reach the output after their checkpoint: no exact cut-back
         self.spool_dir = Path(path).expanduser()
@@ -69,6 +69,10 @@ class Spooling(Layer):
         self.grace = grace
         self.drain_timeout = drain_timeout
         self.codec = codec
+        self.max_delay = max_delay
+        """Cap of the replay's back-off (seconds)."""
+        self.remove_if_empty = remove_if_empty
+        """Remove the spool directory at close when nothing is left (a default one, not given by the user)."""
         self.chunk = max(1, int(inner.option("batch") or 5000))
         self.spool: Spool | None = None
         self.spooled = 0
@@ -96,8 +100,8 @@ class Spooling(Layer):
             self._inner_open = True
         except Unavailable as exc:
             self._note_down(exc)
-        except BaseException:
-            self.spool.close()
+        except BaseException:  # a permanent refusal: this run will not use the spool (nor leave it empty behind)
+            self.spool.close(remove_if_empty=True)
             self.spool = None
             raise
         if len(self.spool):
@@ -111,6 +115,7 @@ class Spooling(Layer):
         self._raise_failure()
         spool = self.spool
         assert spool is not None, "write before open"
+        pending = batch
         if not len(spool) and self._inner_open and self._down is None:
             try:
                 async with self._lock:
@@ -118,14 +123,15 @@ class Spooling(Layer):
                 return
             except Unavailable as exc:
                 self._note_down(exc)
+                pending = batch if exc.rest is None else exc.rest
         try:
-            spool.append([self.codec.encode(event) for event in batch])
+            spool.append([self.codec.encode(event) for event in pending])
         except SpoolFull as exc:
             raise EndpointError(f"{self.name}: endpoint unavailable ({self._down}) and {exc}; raise spool_size= "
                                 f"(now {self.max_bytes:,} bytes) or bring the server back") from None
         except OSError as exc:
             raise EndpointError(f"{self.name}: cannot write spool {self.spool_dir}: {exc}") from None
-        self.spooled += len(batch)
+        self.spooled += len(pending)
         self._start_drainer()
 
     async def flush(self) -> None:
@@ -154,7 +160,7 @@ class Spooling(Layer):
                 self._inner_open = False
                 await self.inner.close()
             if self.spool is not None:
-                self.spool.close()
+                self.spool.close(remove_if_empty=self.remove_if_empty)
                 self.spool = None
 
     async def drain(self, timeout: float) -> None:
@@ -175,10 +181,11 @@ class Spooling(Layer):
             await asyncio.sleep(0.05)
 
     def health(self) -> str | None:
-        if self._down is None:
-            return self.inner.health()
+        reason = self.inner.health() or (f"unavailable ({self._down})" if self._down is not None else None)
+        if reason is None:
+            return None
         count = len(self.spool) if self.spool is not None else 0
-        return f"unavailable ({self._down}); {count:,} events spooled in {self.spool_dir}"
+        return f"{reason}; {count:,} events spooled in {self.spool_dir}"
 
     # ------------------------------------------------------------ replay
 
@@ -199,12 +206,12 @@ class Spooling(Layer):
         """Replay the spool, oldest first, until it is empty; a chunk is consumed once acknowledged."""
         spool = self.spool
         assert spool is not None
-        policy = RetryPolicy(retry_for=math.inf, first_delay=0.2, max_delay=5.0, quiet_for=math.inf)
+        policy = RetryPolicy(retry_for=math.inf, first_delay=0.2, max_delay=self.max_delay, quiet_for=math.inf)
         try:
             while len(spool):
                 records, position = spool.peek(self.chunk)
                 events = [self.codec.decode(record) for record in records]
-                await retrying(self.name, f"replay of {len(events)} spooled events", lambda: self._replay(events),
+                await retrying(self.name, f"replay of {len(events)} spooled events", self._replaying(events),
                                policy, self.replay_stats)
                 spool.commit(position, len(records))
                 self.drained += len(records)
@@ -218,27 +225,41 @@ class Spooling(Layer):
             log.warning("%s: back; spool %s delivered", self.name, self.spool_dir)
         self._down = None
 
-    async def _replay(self, events: list[Event]) -> None:
-        try:
-            async with self._lock:
-                if not self._inner_open:
-                    await self.inner.open()
-                    self._inner_open = True
-                self.inner.prepare(events)
-                await self.inner.write(events)
-        except Unavailable as exc:
-            self._note_down(exc)
-            raise TransientError(exc.kind, str(exc)) from None
+    def _replaying(self, events: list[Event]) -> Callable[[], Awaitable[None]]:
+        """One attempt at delivering a chunk of the spool; after a failure only what was not delivered."""
+        pending: Sequence[Event] = events
+
+        async def attempt() -> None:
+            nonlocal pending
+            try:
+                async with self._lock:
+                    if not self._inner_open:
+                        await self.inner.open()
+                        self._inner_open = True
+                    self.inner.prepare(pending)
+                    await self.inner.write(pending)
+            except Unavailable as exc:
+                self._note_down(exc)
+                if exc.rest is not None:
+                    pending = exc.rest
+                raise TransientError(exc.kind, str(exc)) from None
+        return attempt
 
 
 def with_spool(endpoint: Endpoint) -> Endpoint:
-    """`endpoint` wrapped in `Spooling` when it has a `spool=DIR` option and does not spool itself, else itself."""
-    path = endpoint.option("spool")
-    if not path or getattr(endpoint, "spools_itself", False):
+    """`endpoint` wrapped in `Spooling` when it has a `spool=DIR` option (or spools by default: AMQP, unless
+    `spool=off`), else itself."""
+    given = endpoint.option("spool")
+    if given is not None and str(given).strip().lower() in ("off", "false", "no", "0", ""):
         return endpoint
-    return Spooling(endpoint, str(path), max_bytes=int(endpoint.option("spool_size") or DEFAULT_SPOOL_BYTES),
-                    grace=float(_given(endpoint.option("spool_grace"), DEFAULT_GRACE)),
-                    drain_timeout=float(_given(endpoint.option("drain_timeout"), DEFAULT_DRAIN_TIMEOUT)))
+    path = Path(str(given)) if given is not None else endpoint.default_spool()
+    if path is None:
+        return endpoint
+    return Spooling(endpoint, path, max_bytes=int(endpoint.option("spool_size") or DEFAULT_SPOOL_BYTES),
+                    grace=float(_given(endpoint.option("spool_grace"), endpoint.spool_grace)),
+                    drain_timeout=float(_given(endpoint.option("drain_timeout"), DEFAULT_DRAIN_TIMEOUT)),
+                    max_delay=float(_given(endpoint.option("retry_max"), 5.0)),
+                    codec=getattr(endpoint, "spool_codec", JSON_LINES), remove_if_empty=given is None)
 
 
 def _given(value: Any, default: float) -> Any:
