@@ -1,13 +1,17 @@
 """The spooling layer: batches an endpoint cannot take now wait on disk, and are replayed in order.
 
 `--dest 'postgresql://…/db?spool=/var/lib/streamer/pg.spool'` (also `mysql://`,
-`file://`) wraps the endpoint in `Spooling`:
+`file://`) wraps the endpoint in `Spooling` (`create_endpoint` does). The AMQP
+endpoint is wrapped by default, in a spool directory per destination
+(`Endpoint.default_spool`, removed at exit when empty), with no grace: what
+the broker did not confirm is spooled at once (`spool=off`: not wrapped).
 
 - A batch goes to the endpoint as usual while nothing is spooled. When the
   endpoint cannot take it — a retriable fault (a lost connection, a server
   restarting, a deadlock that keeps coming back) lasting longer than
   `spool_grace` (the endpoint is told to give up after that long,
   `Endpoint.give_up_after`, and raises `resilience.Unavailable`) — the batch
+  (or the part of it the endpoint says it did not deliver, `Unavailable.rest`)
   is appended to the spool (`streamer/spool.py`: one record per event, the
   event as one JSON line of the injected codec, fsync'd per append, bounded by
   `spool_size`) and `write` returns: the bus acknowledges the batch once it is
