@@ -5,6 +5,8 @@ test's own (`ownservers.py`) that the test stops in the middle of a live `stream
   moves on; once the server is back the spool drains, and the database holds exactly the rows of a clean load;
 - SIGKILL of streamer while batches are spooled, then a rerun with the same state and spool: the spool is
   replayed first, and the rows are again exactly those of a clean load (nothing lost, nothing twice);
+- a file endpoint on a full filesystem (a small tmpfs): what does not fit waits in the spool, and the file
+  holds every event once, in order, after space returns;
 - the same layer around the MySQL endpoint, the machine's MariaDB reached through a TCP proxy the test cuts:
   a batch written meanwhile is spooled (nothing reaches the server), and replayed in order once it is back.
 
@@ -27,15 +29,16 @@ import pytest
 
 import dbcompare
 from amqphelp import Forwarder
-from conftest import MYSQL_HOST, MYSQL_PORT
+from conftest import MYSQL_HOST, MYSQL_PORT, unavailable
 from dbstream import golden_events
 from ownservers import PgCluster, own_postgres
 from streamer.endpoints import create_endpoint
 from streamer.endpoints.spooling import Spooling
+from streamer.events import jsonenc
 from streamer.synth import generate, iter_dagman_chunks
 from test_db import assert_same, golden_snapshot
 from test_mysql import mysql_db, mysql_snapshot  # noqa: F401 (a fixture)
-from test_faults import _pg_rows, _rows_seen, clean_replay, follow_cmd, grow
+from test_faults import _mount_tmpfs, _pg_rows, _rows_seen, clean_replay, follow_cmd, grow, ids_of
 
 
 def spooled_bytes(spool: Path) -> int:
@@ -170,3 +173,31 @@ async def test_mysql_through_a_cut_connection_spools_and_replays_in_order(
     assert endpoint.drained == len(events) - third
     assert not list((tmp_path / "spool").glob("*.seg"))
     assert_same(await mysql_snapshot(mysql_db), golden_snapshot(golden, "process_wf_failure"))
+
+
+@pytest.mark.corpus
+async def test_file_on_a_full_filesystem_spools_until_space_returns(golden: Path, tmp_path: Path) -> None:
+    """A JSON-lines file on a tmpfs a third of the size needed, `?spool=`: no write fails, what does not fit
+    waits in the spool (a half-written batch cut off), and once space returns the file holds every event once,
+    in order."""
+    events = golden_events(golden, "hierarchical_wf_success")
+    size = len(jsonenc.join(events))
+    mnt = tmp_path / "mnt"
+    if not _mount_tmpfs(mnt, str(size // 3)):
+        unavailable("mounting a tmpfs is not allowed here")
+    out = mnt / "out.jsonl"
+    endpoint = create_endpoint(f"file://{out}?spool={tmp_path / 'spool'}&spool_grace=0")
+    try:
+        await endpoint.open()
+        for start in range(0, len(events), 50):
+            await endpoint.write(events[start:start + 50])  # never fails: what does not fit is spooled
+        assert isinstance(endpoint, Spooling) and endpoint.spool is not None and len(endpoint.spool) > 0
+        assert "write failed: No space left on device" in str(endpoint.health())
+        assert out.stat().st_size <= size // 3
+        subprocess.run(["mount", "-o", f"remount,size={size * 3}", str(mnt)], check=True)
+        await endpoint.close()  # waits for the replay
+        got = ids_of(out)
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
+    assert endpoint.spooled > 0 and endpoint.drained == endpoint.spooled
+    assert got == [e.id for e in events]
