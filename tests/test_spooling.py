@@ -7,6 +7,7 @@ test's own (`ownservers.py`) that the test stops in the middle of a live `stream
   replayed first, and the rows are again exactly those of a clean load (nothing lost, nothing twice);
 - a file endpoint on a full filesystem (a small tmpfs): what does not fit waits in the spool, and the file
   holds every event once, in order, after space returns;
+- an AMQP spool written by the earlier version (publish-ready records) is still delivered first;
 - the same layer around the MySQL endpoint, the machine's MariaDB reached through a TCP proxy the test cuts:
   a batch written meanwhile is spooled (nothing reaches the server), and replayed in order once it is back.
 
@@ -28,13 +29,14 @@ from typing import Callable, Iterator
 import pytest
 
 import dbcompare
-from amqphelp import Forwarder
+from amqphelp import Capture, Forwarder, unique
 from conftest import MYSQL_HOST, MYSQL_PORT, unavailable
 from dbstream import golden_events
 from ownservers import PgCluster, own_postgres
 from streamer.endpoints import create_endpoint
 from streamer.endpoints.spooling import Spooling
 from streamer.events import jsonenc
+from streamer.spool import Spool
 from streamer.synth import generate, iter_dagman_chunks
 from test_db import assert_same, golden_snapshot
 from test_mysql import mysql_db, mysql_snapshot  # noqa: F401 (a fixture)
@@ -201,3 +203,34 @@ async def test_file_on_a_full_filesystem_spools_until_space_returns(golden: Path
         subprocess.run(["umount", str(mnt)], check=False)
     assert endpoint.spooled > 0 and endpoint.drained == endpoint.spooled
     assert got == [e.id for e in events]
+
+
+@pytest.mark.rabbitmq
+@pytest.mark.corpus
+async def test_amqp_spool_of_an_earlier_version_is_delivered_first(amqp_url: str, golden: Path,
+                                                                  tmp_path: Path) -> None:
+    """The AMQP endpoint's spool used to hold publish-ready records (`key\\nid\\ntime\\nbody`); its spool is
+    now the spooling layer's (events as JSON lines). A spool left by the old version is still delivered first,
+    each message with its routing key and `message_id`, then the new events."""
+    events = golden_events(golden, "sample_wf_held")
+    spool_dir = tmp_path / "spool"
+    old = Spool(spool_dir, 1 << 30)
+    old.append([b"%s\n%s\n%d\n%s" % (e.name.encode(), e.id.encode(), 1_700_000_000, jsonenc.dumps(e))
+                for e in events[:40]])
+    old.close()
+    exchange = unique("streamer-test-oldspool")
+    async with Capture(amqp_url, exchange) as capture:
+        await capture.start()
+        endpoint = create_endpoint(f"{amqp_url}/{exchange}?events=*&spool={spool_dir}")
+        assert isinstance(endpoint, Spooling)
+        await endpoint.open()
+        await endpoint.write(events[40:])
+        await endpoint.close()
+        messages = await capture.wait_for(len(events))
+        await capture.channel.exchange_delete(exchange)
+    assert [m.message_id for m in messages] == [e.id for e in events]
+    assert [m.routing_key for m in messages] == [e.name for e in events]
+    assert [jsonenc.parse_line(m.body).id for m in messages] == [e.id for e in events]
+    # the new events joined the spool behind the old ones while it was being delivered
+    assert endpoint.drained == len(events) and endpoint.spooled == len(events) - 40
+    assert not list(spool_dir.glob("*.seg"))
