@@ -45,6 +45,7 @@ import time
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Sequence
 
+from ..core.options import is_off
 from ..core.record import Codec
 from ..events import Event
 from ..events.codec import JSON_LINES
@@ -254,7 +255,7 @@ def with_spool(endpoint: Endpoint) -> Endpoint:
     """`endpoint` wrapped in `Spooling` when it has a `spool=DIR` option (or spools by default: AMQP, unless
     `spool=off`), else itself."""
     given = endpoint.option("spool")
-    if given is not None and str(given).strip().lower() in ("off", "false", "no", "0", ""):
+    if given is not None and (is_off(given) or not str(given).strip()):
         return endpoint
     path = Path(str(given)) if given is not None else endpoint.default_spool()
     if path is None:
