@@ -14,7 +14,6 @@ from .core.bus import Bus, BusError, make_route
 from .config import EndpointSpec
 from .endpoints import EndpointError, create_endpoint
 from .endpoints.base import Endpoint
-from .endpoints.deadletter import with_dead_letters
 from .endpoints.waiting import left_behind, waiting_for
 from .events.codec import JSON_LINES
 from .runtime import install_signal_handlers
@@ -81,7 +80,7 @@ def build_endpoints(specs: list[EndpointSpec],
     endpoints = []
     for spec in specs:
         options = {**(defaults or {}), **spec.options}
-        endpoints.append((with_dead_letters(create_endpoint(spec.url, options)), spec))
+        endpoints.append((create_endpoint(spec.url, options), spec))
     return endpoints
 
 

@@ -68,9 +68,11 @@ class Capture:
 
 
 class Forwarder:
-    """A real TCP proxy to RabbitMQ that refuses connections while 'down' and cuts live ones on `down()`."""
+    """A real TCP proxy (to RabbitMQ unless told another server) that refuses connections while 'down' and
+    cuts live ones on `down()`."""
 
-    def __init__(self) -> None:
+    def __init__(self, host: str = AMQP_HOST, port: int = AMQP_PORT) -> None:
+        self.host, self.port = host, port
         self.up = False
         self.accepted = 0
         self.refused = 0
@@ -87,7 +89,7 @@ class Forwarder:
             return
         self.accepted += 1
         try:
-            up_reader, up_writer = await asyncio.open_connection(AMQP_HOST, AMQP_PORT)
+            up_reader, up_writer = await asyncio.open_connection(self.host, self.port)
         except OSError:
             writer.transport.abort()
             return

@@ -95,7 +95,8 @@ def endpoint_class(scheme: str) -> type[Endpoint]:
 
 
 def create_endpoint(url: str | EndpointURL, options: dict[str, Any] | None = None) -> Endpoint:
-    """An endpoint for `url` (query parameters and `options` become its options)."""
+    """An endpoint for `url` (query parameters and `options` become its options), in the layers its options
+    ask for: `dead_letter=` (`deadletter.py`), `spool=` (`spooling.py`; AMQP spools unless `spool=off`)."""
     parsed = url if isinstance(url, EndpointURL) else EndpointURL.parse(url)
     options = dict(options or {})
     parsed = with_password(parsed, options)  # password_file= / password_env=: kept off the command line
@@ -105,7 +106,11 @@ def create_endpoint(url: str | EndpointURL, options: dict[str, Any] | None = Non
         checked = validate(cls, {**parsed.options, **options}, parsed.masked)
     except OptionError as exc:
         raise EndpointError(str(exc)) from None
-    return cls(parsed, checked)
+    from .deadletter import with_dead_letters
+    from .spooling import with_spool
+
+    # the layers any endpoint takes (`layer.py`): its dead letters inside, the spool around them
+    return with_spool(with_dead_letters(cls(parsed, checked)))
 
 
 __all__ = ["CLASSES", "REGISTRY", "Endpoint", "EndpointError", "Registry", "create_endpoint", "endpoint_class",

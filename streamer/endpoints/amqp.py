@@ -13,18 +13,19 @@ No loss, without stalling the run:
   socket write per window, no await per message) and returns once the broker
   confirmed every message.
 - If the broker is unreachable, the connection drops, or confirms do not come
-  (`connection.blocked`, a wedged broker) within `confirm_timeout`, the
-  unconfirmed rest of the batch is appended to an on-disk spool (fsync'd),
-  and `write` returns: the spool holds it durably. A background task
-  reconnects with backoff, re-declares the exchange and drains the spool, in
-  order, again with confirms. While the spool is not empty new batches join
-  it, so the broker sees events in order. Re-sent messages keep their
-  `message_id`: consumers drop duplicates by it.
-- `close()` waits up to `drain_timeout` for the spool to drain, then fails
-  naming how many events remain and where; the next run with the same spool
-  directory delivers them first. `flush()` does not wait: spooled events are
-  already durable (the bus calls it at every checkpoint).
-- `spool=off`: no spool; `write` then retries until the broker confirms.
+  (`connection.blocked`, a wedged broker) within `confirm_timeout`, `write`
+  raises `resilience.Unavailable` naming the unconfirmed rest of the batch;
+  the spooling layer around this endpoint (`spooling.py`, on by default with
+  a spool directory per destination) appends that rest to its on-disk spool
+  (fsync'd) and returns: the spool holds it durably. It replays the spool in
+  order through `write` once the broker is back (reconnecting with back-off
+  capped at `retry_max`); while the spool is not empty new batches join it,
+  so the broker sees events in order. Re-sent messages keep their
+  `message_id`: consumers drop duplicates by it. At exit the layer waits up
+  to `drain_timeout` for the spool to drain; the next run with the same spool
+  directory delivers what is left first.
+- `spool=off`: no spool; `write` then retries (the one retry loop,
+  `resilience.retrying`) until the broker confirms.
 
 The hot path writes AMQP frames itself into aio-pika's (aiormq's) channel and
 registers the confirmations there (`amqp_channel`, the one module touching
@@ -37,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import math
 import os
 import time
 from collections import Counter
@@ -51,11 +53,11 @@ from ..amqpconn import _PERMANENT, AMQPTarget, BrokerUnavailable, _reason, conne
 from ..core.options import OptionError, is_true
 from ..core.options import parse_size as _parse_size
 from ..events import Event, jsonenc
-from ..core.spool import Spool, SpoolError, SpoolFull
 from ..urls import EndpointURL
 from .amqp_channel import Item, RawChannel, is_ack
 from . import options as option_specs
 from .base import Endpoint, EndpointError
+from .resilience import CONNECTION, RetryPolicy, TransientError, Unavailable, retrying
 
 log = logging.getLogger("streamer.amqp")
 
@@ -184,11 +186,13 @@ async def _close_quietly(connection: Any) -> None:
 # ---------------------------------------------------------------- endpoint
 
 class AMQPEndpoint(Endpoint):
-    """Publishes events to a RabbitMQ exchange with confirms; spools while the broker is away."""
+    """Publishes events to a RabbitMQ exchange with confirms; spooled by the spooling layer while the broker is
+    away (`spooling.py`; its spool is on unless `spool=off`)."""
 
     schemes = ("amqp", "amqps")
     declared_options = option_specs.AMQP
     default_events = MONITORD_EVENTS + ",chimbuko.*"  # monitord's events, and every provenance record
+    spool_grace = 0.0  # a batch the broker did not confirm (within confirm_timeout) goes to the spool at once
 
     def __init__(self, url: EndpointURL, options: dict[str, Any] | None = None) -> None:
         super().__init__(url, options)
@@ -198,13 +202,10 @@ class AMQPEndpoint(Endpoint):
             raise EndpointError(f"{self.name}: routing_key must be event or underscore, not {self.key_mode!r}")
         self.window = max(1, int(self.option("window", DEFAULT_WINDOW)))
         self.confirm_timeout = float(self.option("confirm_timeout", 30.0))
-        self.drain_timeout = float(self.option("drain_timeout", 300.0))
         self.retry_max = float(self.option("retry_max", 30.0))
-        spool = self.option("spool")
-        self.spool_enabled = not (spool is not None and str(spool).strip().lower() in ("off", "false", "no", "0"))
-        self.spool_dir = Path(spool) if self.spool_enabled and spool else default_spool_dir(self.target)
-        self.spool_bytes = parse_size(self.option("spool_size", DEFAULT_SPOOL_BYTES))
-        self.spool: Spool | None = None
+        self.give_up = math.inf
+        """Seconds the broker may stay away before `write` raises `Unavailable` (the spooling layer sets it;
+        without a spool, `write` waits until the broker confirms)."""
         self.publisher: Publisher | None = None
         self.published = 0
         """Messages the broker confirmed."""
@@ -214,85 +215,45 @@ class AMQPEndpoint(Endpoint):
         self.returned: list[tuple[bytes, str]] | None = None
         """Set to a list (the dead-letter layer does) to collect (message body, reason) of every message the
         broker returned as unroutable (`mandatory`)."""
-        self._drainer: asyncio.Task[None] | None = None
-        self.spooled = 0
-        """Messages written to the spool (broker away)."""
         self.connects = 0
         """Connections opened (1 + reconnections)."""
         self.unconfirmed_ids: set[str] | None = None
         """Set it to a set to record the ids of messages sent but not confirmed (tests, diagnostics)."""
-        self.drained = 0
-        """Messages published from the spool."""
-        self._closing = False
+        self.spool_codec = SPOOL_CODEC
         self._opened = False
-        self._refused = False
         self._last_error = ""
         self._connect_lock = asyncio.Lock()
+
+    def default_spool(self) -> Path | None:
+        return default_spool_dir(self.target)
+
+    def give_up_after(self, seconds: float) -> None:
+        self.give_up = seconds
 
     # ------------------------------------------------------------ lifecycle
 
     async def open(self) -> None:
-        if self.spool_enabled:
-            try:
-                self.spool = Spool(self.spool_dir, self.spool_bytes)
-            except (SpoolError, OSError) as exc:
-                raise EndpointError(f"{self.name}: cannot use spool {self.spool_dir}: {exc}") from None
-            if len(self.spool):
-                log.warning("%s: %d events spooled by an earlier run in %s; delivering them first",
-                            self.name, len(self.spool), self.spool_dir)
+        self._opened = True
         try:
             await self._connect()
         except BrokerUnavailable as exc:
-            if exc.permanent or not self.spool_enabled:
-                if self.spool is not None:  # release it: this run will not use it (nor leave it empty behind)
-                    self.spool.close(remove_if_empty=True)
-                    self.spool = None
+            if exc.permanent or math.isinf(self.give_up):
+                self._opened = False
                 raise EndpointError(f"{self.name}: {exc}") from None
             self._note_down(exc)
-        self._opened = True
-        if self.spool is not None and len(self.spool):
-            self._start_drainer()
+            raise Unavailable(CONNECTION, f"broker unavailable ({_reason(exc)})") from None
 
     async def flush(self) -> None:
-        """Nothing to do: confirmed events are at the broker, spooled ones are fsync'd."""
+        """Nothing to do: confirmed events are at the broker (spooled ones are fsync'd by the spooling layer)."""
 
     async def close(self) -> None:
-        self._closing = True
-        try:
-            if self._opened and self.spool is not None and len(self.spool):
-                await self.drain(self.drain_timeout)
-        finally:
-            if self._drainer is not None:
-                self._drainer.cancel()
-                await asyncio.gather(self._drainer, return_exceptions=True)
-                self._drainer = None
-            if self.publisher is not None:
-                await self.publisher.close()
-                self.publisher = None
-            if self.spool is not None:  # a refused run leaves no empty spool directory, even one it was given
-                self.spool.close(remove_if_empty=self.option("spool") is None or self._refused)
-                self.spool = None
-            if self.unroutable:
-                total = sum(self.unroutable.values())
-                log.warning("%s: %d events were unroutable (no queue bound): %s", self.name, total,
-                            ", ".join(f"{k} x{n}" for k, n in self.unroutable.most_common(10)))
-
-    async def drain(self, timeout: float) -> None:
-        """Wait until the spool is empty, at most `timeout` seconds (EndpointError after)."""
-        if self.spool is None or not len(self.spool):
-            return
-        self._start_drainer()
-        deadline = time.monotonic() + timeout
-        while self.spool is not None and len(self.spool):
-            if self._drainer is not None and self._drainer.done() and self._drainer.exception():
-                raise self._drainer.exception()  # type: ignore[misc]
-            if time.monotonic() >= deadline:
-                raise EndpointError(
-                    f"{self.name}: broker still unavailable after {timeout:g}s ({self._last_error}); "
-                    f"{len(self.spool):,} events remain spooled in {self.spool_dir} and will be delivered "
-                    f"by the next run with the same spool (raise drain_timeout= to wait longer)"
-                )
-            await asyncio.sleep(0.05)
+        if self.publisher is not None:
+            await self.publisher.close()
+            self.publisher = None
+        if self.unroutable:
+            total = sum(self.unroutable.values())
+            log.warning("%s: %d events were unroutable (no queue bound): %s", self.name, total,
+                        ", ".join(f"{k} x{n}" for k, n in self.unroutable.most_common(10)))
 
     # ------------------------------------------------------------ writing
 
@@ -308,35 +269,17 @@ class AMQPEndpoint(Endpoint):
         return [(routing_key(e.name, mode), e.id, now, dumps(e)) for e in batch]
 
     async def write(self, batch: Sequence[Event]) -> None:
+        """Publish `batch` until the broker confirmed all of it; past `give_up` seconds of outage,
+        `Unavailable` with the events not confirmed as its `rest` (the spooling layer spools those)."""
         if not batch:
             return
         items = self.items(batch)
-        if self.spool is None:
-            await self._publish_until_confirmed(items)
-            return
-        if len(self.spool) == 0 and self.publisher is not None and self.publisher.alive:
-            try:
-                await self._publish(items)
-                return
-            except _Unconfirmed as exc:
-                self._note_down(exc.cause)
-                items = exc.rest
-        self._append_to_spool(items)
-        self._start_drainer()
-
-    def _append_to_spool(self, items: Sequence[Item]) -> None:
-        assert self.spool is not None
-        records = [b"%s\n%s\n%d\n%s" % (k.encode(), m.encode(), t, body) for k, m, t, body in items]
         try:
-            self.spool.append(records)
-            self.spooled += len(records)
-        except SpoolFull as exc:
-            raise EndpointError(
-                f"{self.name}: broker unavailable ({self._last_error}) and {exc}; "
-                f"raise spool_size= (now {self.spool_bytes:,} bytes) or bring the broker back"
-            ) from None
-        except OSError as exc:
-            raise EndpointError(f"{self.name}: cannot write spool {self.spool_dir}: {exc}") from None
+            await self._publish_until_confirmed(items)
+        except Unavailable as exc:
+            by_id = {item[1]: event for item, event in zip(items, batch)}
+            exc.rest = [by_id[item[1]] for item in exc.rest] if exc.rest is not None else None
+            raise
 
     async def _publish(self, items: Sequence[Item]) -> None:
         """Publish in windows with confirms in flight; raise _Unconfirmed with what is left on failure."""
@@ -418,16 +361,36 @@ class AMQPEndpoint(Endpoint):
         return (cause, bad) if bad else None
 
     async def _publish_until_confirmed(self, items: list[Item]) -> None:
-        """Without a spool: retry (reconnecting with backoff) until everything is confirmed."""
-        while items:
-            await self._connect_with_backoff()
+        """Publish until every message is confirmed, reconnecting with back-off (the one retry loop,
+        `resilience.retrying`) for `give_up` seconds; after a failure only the unconfirmed ones are sent
+        again. Past `give_up`: `Unavailable`, its `rest` the messages not confirmed."""
+        rest = items
+        again = 0
+
+        async def attempt() -> None:
+            nonlocal rest, again
+            self.resent += again
+            again = 0
+            if self.publisher is None or not self.publisher.alive:
+                try:
+                    await self._connect()
+                except BrokerUnavailable as exc:
+                    self._note_down(exc)
+                    raise TransientError(CONNECTION, _reason(exc)) from None
             try:
-                await self._publish(items)
-                return
+                await self._publish(rest)
             except _Unconfirmed as exc:
                 self._note_down(exc.cause)
-                self.resent += len(exc.rest)
-                items = exc.rest
+                rest, again = exc.rest, len(exc.rest)
+                raise TransientError(CONNECTION, _reason(exc.cause)) from None
+
+        policy = RetryPolicy(retry_for=self.give_up, first_delay=0.2, max_delay=self.retry_max, quiet_for=math.inf)
+        try:
+            await retrying(self.name, "publishing", attempt, policy)
+        except Unavailable as exc:
+            failed = Unavailable(exc.kind, f"broker unavailable ({self._last_error or exc})")
+            failed.rest = rest
+            raise failed from None
 
     # ------------------------------------------------------------ connection
 
@@ -451,58 +414,18 @@ class AMQPEndpoint(Endpoint):
         """None while the broker takes messages, else why not (`/healthz`, streamer/metrics.py)."""
         if not self._opened or (self.publisher is not None and self.publisher.alive):
             return None
-        spooled = f"; {len(self.spool):,} events spooled in {self.spool_dir}" if self.spool is not None else ""
-        return f"broker unreachable ({self._last_error or 'connection lost'}){spooled}"
+        return f"broker unreachable ({self._last_error or 'connection lost'})"
 
     def _note_down(self, exc: BaseException) -> None:
         """The broker did not take messages: spool (or wait) and retry; a refusal retrying cannot fix (a
         permission) is final at once (EndpointError), nothing spooled for it."""
         if isinstance(exc, BrokerUnavailable) and exc.permanent:
-            self._refused = True
             raise EndpointError(f"{self.name}: {exc}") from None
         text = _reason(exc)
         if text != self._last_error:
-            log.warning("%s: broker unavailable (%s); spooling events to %s", self.name, text,
-                        self.spool_dir if self.spool is not None else "memory")
+            log.warning("%s: broker unavailable (%s)%s", self.name, text,
+                        "; retrying until it is back" if math.isinf(self.give_up) else "")
         self._last_error = text
-
-    def _start_drainer(self) -> None:
-        if self._drainer is None or self._drainer.done():
-            self._drainer = asyncio.create_task(self._drain_loop(), name=f"amqp spool {self.target.display}")
-
-    async def _drain_loop(self) -> None:
-        """Reconnect with backoff and publish the spool, oldest first, until it is empty.
-
-        A window is committed (consumed) only once every message in it is
-        confirmed; after a failure only the unconfirmed ones are sent again.
-        """
-        spool = self.spool
-        assert spool is not None
-        while len(spool):
-            records, position = spool.peek(self.window)
-            items = [_item_from_record(r) for r in records]
-            while items:
-                await self._connect_with_backoff()
-                try:
-                    await self._publish(items)
-                    items = []
-                except _Unconfirmed as exc:
-                    self._note_down(exc.cause)
-                    self.resent += len(exc.rest)
-                    items = exc.rest
-            spool.commit(position, len(records))
-            self.drained += len(records)
-        log.info("%s: spool drained; publishing directly again", self.name)
-
-    async def _connect_with_backoff(self) -> None:
-        delay = 0.2
-        while self.publisher is None or not self.publisher.alive:
-            try:
-                await self._connect()
-            except BrokerUnavailable as exc:
-                self._note_down(exc)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, self.retry_max)
 
 
 class _Unconfirmed(Exception):
@@ -514,9 +437,20 @@ class _Unconfirmed(Exception):
         self.rest = rest
 
 
-def _item_from_record(record: bytes) -> Item:
-    key, message_id, timestamp, body = record.split(b"\n", 3)
-    return key.decode(), message_id.decode(), int(timestamp), body
+class SpoolCodec:
+    """An event in the AMQP endpoint's spool: its monitord JSON, which is also the message body
+    (`JSON_LINES`); records of earlier versions (`routing key\\nmessage id\\ntime\\nbody`) read as their body."""
+
+    def encode(self, record: Event) -> bytes:
+        return jsonenc.dumps(record)
+
+    def decode(self, data: bytes) -> Event:
+        if not data.startswith(b"{"):
+            data = data.split(b"\n", 3)[3]
+        return jsonenc.parse_line(data)
+
+
+SPOOL_CODEC = SpoolCodec()
 
 
 def default_spool_dir(target: AMQPTarget) -> Path:

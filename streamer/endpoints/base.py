@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import abc
 import logging
+from pathlib import Path
 from typing import Any, Callable, ClassVar, Sequence, TypeVar
 
 from ..events import Event
@@ -38,6 +39,8 @@ class Endpoint(abc.ABC):
     """This endpoint's own options (`options.py`), beyond the bus's and the common ones."""
     default_events: ClassVar[str] = "*"
     """Filter used when neither `?events=` nor the config gives one."""
+    spool_grace: ClassVar[float] = 5.0
+    """Seconds a retriable fault may last before the spooling layer spools (unless `?spool_grace=`)."""
 
     def __init__(self, url: EndpointURL, options: dict[str, Any] | None = None) -> None:
         self.url = url
@@ -92,6 +95,15 @@ class Endpoint(abc.ABC):
         """None while the endpoint can deliver, else a reason (its broker or server is unreachable):
         `/healthz` answers 503 with it (`streamer/metrics.py`)."""
         return None
+
+    def default_spool(self) -> Path | None:
+        """Where the spooling layer spools when `?spool=` is not given (None: no spool unless asked)."""
+        return None
+
+    def give_up_after(self, seconds: float) -> None:
+        """Raise `resilience.Unavailable` once a retriable fault has lasted `seconds` (instead of retrying for
+        `retry_for`): the spooling layer (`spooling.py`) calls it, and spools what the endpoint cannot take.
+        An endpoint that does not retry has nothing to shorten."""
 
     async def flush(self) -> None:
         """Make everything written so far durable (e.g. fsync). Called at checkpoints and exit."""

@@ -34,39 +34,19 @@ import orjson
 
 from ..events import Event, jsonenc
 from .base import Endpoint, EndpointError
+from .layer import Layer
 from .resilience import Rejected
 
 log = logging.getLogger("streamer.deadletter")
 
 
-class DeadLetters(Endpoint):
+class DeadLetters(Layer):
     """A layer around `inner`: what it refuses for good goes to `path`."""
 
     def __init__(self, inner: Endpoint, path: str | os.PathLike[str]) -> None:
-        super().__init__(inner.url, inner.options)
-        self.inner = inner
+        super().__init__(inner)
         self.path = Path(path).expanduser()
         self.dead_lettered = 0
-        self.default_events = inner.default_events  # type: ignore[misc]
-        self.state_key = inner.state_key
-
-    def __getattr__(self, name: str) -> Any:  # counters and state the summary and metrics read
-        inner = self.__dict__.get("inner")
-        if inner is None:
-            raise AttributeError(name)
-        return getattr(inner, name)
-
-    @property
-    def unencodable(self) -> int:  # type: ignore[override]
-        return self.inner.unencodable
-
-    @unencodable.setter
-    def unencodable(self, value: int) -> None:
-        pass  # Endpoint.__init__ sets it; the inner endpoint's count is the one that matters
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
 
     async def open(self) -> None:
         if not self.path.parent.is_dir():
@@ -77,9 +57,6 @@ class DeadLetters(Endpoint):
         if hasattr(self.inner, "returned"):  # the AMQP endpoint: messages the broker returned as unroutable
             self.inner.returned = []
         await self.inner.open()
-
-    def prepare(self, events: Sequence[Event]) -> None:
-        self.inner.prepare(events)
 
     async def write(self, batch: Sequence[Event]) -> None:
         await self._write(batch)
@@ -109,21 +86,6 @@ class DeadLetters(Endpoint):
             middle = len(batch) // 2
             await self._write(batch[:middle])
             await self._write(batch[middle:])
-
-    async def write_marked(self, batch: Sequence[Event], ends: Sequence[int]) -> list[Any]:
-        return await self.inner.write_marked(batch, ends)
-
-    def resume(self, mark: Any) -> None:
-        self.inner.resume(mark)
-
-    def mark(self) -> Any:
-        return self.inner.mark()
-
-    def holding(self) -> bool:
-        return self.inner.holding()
-
-    def health(self) -> str | None:
-        return self.inner.health()
 
     async def flush(self) -> None:
         await self.inner.flush()

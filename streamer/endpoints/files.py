@@ -18,6 +18,7 @@ the file holds every event once.
 from __future__ import annotations
 
 import asyncio
+import errno
 
 import logging
 import os
@@ -32,6 +33,11 @@ from ..events.event import ensure_ids
 from ..urls import EndpointURL
 from . import options as option_specs
 from .base import Endpoint, EndpointError
+from .resilience import Unavailable
+
+RETRIABLE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.ESTALE})
+"""Write errors a spool waits out (a full or failing disk, a stale NFS handle); the file endpoint's one
+classification of retriable errors. Without a spool they fail the endpoint, naming the file."""
 
 JSON_SUFFIXES = (".jsonl", ".json", ".ndjson")
 
@@ -87,6 +93,7 @@ class FileEndpoint(Endpoint):
         self._identity: tuple[int, int] = (0, 0)
         self._length = 0
         self._tail = b""
+        self._spooled = False
         self.cut_back = 0
         """Bytes removed at open: what had been written after the checkpoint resumed from."""
 
@@ -196,11 +203,31 @@ class FileEndpoint(Endpoint):
             await self._file.write(data)
             await self._file.flush()
         except OSError as exc:
+            if self._spooled and exc.errno in RETRIABLE_ERRNOS:
+                await self._undo_partial()
+                raise Unavailable("write failed", f"{self.path}: write failed: {exc.strerror or exc}") from None
             raise EndpointError(f"{self.path}: write failed: {exc.strerror or exc}") from None
         self._length += len(data)
         self._tail = tail
         self._dirty = True
         return marks
+
+    def give_up_after(self, seconds: float) -> None:
+        """Under the spooling layer: a full or failing disk makes the batch wait in the spool (not an error)."""
+        self._spooled = True
+
+    async def _undo_partial(self) -> None:
+        """Cut off what a failed write left of its batch; the next write reopens the file to append."""
+        file, self._file = self._file, None
+        try:
+            await file.close()
+        except OSError:  # the buffered rest cannot be written either: dropped with the cut below
+            pass
+        try:
+            os.truncate(self.path, self._length)
+        except OSError as exc:
+            raise EndpointError(f"{self.path}: write failed and cannot be undone: {exc.strerror or exc}") from None
+        self.truncate = False  # reopened to append to what it holds
 
     async def flush(self) -> None:
         if self._file is not None and self.fsync and self._dirty:

@@ -35,7 +35,8 @@ from . import options as option_specs
 from .base import Endpoint, EndpointError
 from .dbcommon import WriteStats
 from .ids import ID_TABLES, IdPool, reserve_mysql
-from .resilience import CONNECTION, RetryPolicy, RetryStats, TransientError, retrying
+from . import resilience
+from .resilience import CONNECTION, DEADLOCK, RetryPolicy, RetryStats, TransientError, retrying
 from .loader import Loader
 from .plan import Plan, SQLDialect, doomed_sql, expunge_statements
 
@@ -114,6 +115,18 @@ def _is_lost(exc: BaseException) -> bool:
     return False
 
 
+_TRANSIENT_CODES = {1213: DEADLOCK, 1205: resilience.LOCK_TIMEOUT}
+"""ER_LOCK_DEADLOCK (the server rolled the transaction back), ER_LOCK_WAIT_TIMEOUT."""
+
+
+def mysql_fault(exc: BaseException) -> str | None:
+    """The transient kind of an asyncmy exception (`resilience`), or None when it is a real error."""
+    if _is_lost(exc):
+        return CONNECTION
+    return _TRANSIENT_CODES.get(_code(exc)) if mysql_errors is not None and isinstance(  # type: ignore[arg-type]
+        exc, mysql_errors.MySQLError) else None
+
+
 class MySQLEndpoint(Endpoint):
     """Stampede schema in MySQL / MariaDB, batched, lock-serialised, reconnecting."""
     declared_options = option_specs.MYSQL
@@ -137,6 +150,9 @@ class MySQLEndpoint(Endpoint):
     @property
     def rejected(self) -> list[str]:
         return list(self.stats.rejected)
+
+    def give_up_after(self, seconds: float) -> None:
+        self.retry_for = seconds
 
     # -- lifecycle ----------------------------------------------------------
 
@@ -252,11 +268,15 @@ class MySQLEndpoint(Endpoint):
             except Exception as exc:
                 self._loader.reset()
                 self._ids.clear()
-                if not _is_lost(exc):
+                kind = mysql_fault(exc)
+                if kind is None:
                     await self._rollback()
                     raise EndpointError(f"{self.name}: {what} not written: {mask(str(exc))}") from None
-                await self._drop()
-                raise TransientError(CONNECTION, str(exc) or type(exc).__name__) from None
+                if kind == CONNECTION:
+                    await self._drop()
+                else:
+                    await self._rollback()
+                raise TransientError(kind, str(exc) or type(exc).__name__) from None
             except BaseException:
                 self._loader.reset()
                 await self._drop()

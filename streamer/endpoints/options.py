@@ -97,7 +97,7 @@ COMMON = (
 )
 """Options every endpoint accepts (secrets, and those streamer sets for a run)."""
 
-FILE = (
+_FILE = (
     Option("encoding", choice("json", "bp", "bson"), None, "json, bp or bson (default: from the suffix)"),
     Option("fsync", parse_bool, False, "fsync the file at every checkpoint"),
     Option("mode", choice("append", "truncate"), None, "append, or truncate (start the file afresh; not "
@@ -115,8 +115,19 @@ _RETRY = Option("retry_for", parse_duration, 300.0, "seconds a transient fault m
 _WAIT_PARENTS = Option("wait_parents", parse_duration, 0.0,
                        "seconds an event may wait for its workflow/job to be loaded by another writer "
                        "(collectors sharing a queue; default 30 s when collecting from a queue, else 0)")
-POSTGRES = (_RETRY, _WAIT_PARENTS)
-MYSQL = (_RETRY,)
+SPOOL = (
+    Option("spool", parse_text, None, "spool directory: batches the endpoint cannot take (server away longer than "
+                                      "spool_grace) wait there, fsync'd, and are replayed in order (spooling.py)"),
+    Option("spool_size", parse_size, 1 << 30, "spool bound (512M, 2G)"),
+    Option("spool_grace", parse_duration, 5.0, "seconds a retriable fault may last before batches go to the spool"),
+    Option("drain_timeout", parse_duration, 300.0, "seconds to wait at exit for the spool to drain"),
+)
+"""The spooling layer's options (`spooling.py`), for the endpoints that take it."""
+
+FILE = (*_FILE, *SPOOL)
+_POSTGRES = (_RETRY, _WAIT_PARENTS)
+POSTGRES = (*_POSTGRES, *SPOOL)
+MYSQL = (_RETRY, *SPOOL)
 SQLITE = (
     _RETRY,
     Option("busy_timeout", parse_duration, 30.0, "seconds to wait for another writer's lock"),
@@ -207,6 +218,7 @@ def help_text() -> str:
     """Every URL option of every endpoint, for `--help`."""
     return describe((
         ("URL options of every endpoint (?name=value, or keys of its [[endpoint]] table)", BUS),
-        ("file:// options", FILE), ("term: / - options", TERMINAL), ("amqp:// options", AMQP),
-        ("postgresql:// and mysql:// options", POSTGRES), ("sqlite:// options", SQLITE),
+        ("file:// options", _FILE), ("term: / - options", TERMINAL), ("amqp:// options", AMQP),
+        ("postgresql:// and mysql:// options", _POSTGRES), ("sqlite:// options", SQLITE),
+        ("postgresql://, mysql:// and file:// spooling (while the server is away; spooling.py)", SPOOL),
     ))

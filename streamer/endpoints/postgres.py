@@ -76,7 +76,6 @@ class PostgresEndpoint(Endpoint):
         self.options.setdefault("batch", 20_000)
         self.retry_for = float(self.option("retry_for", 300))
         """Seconds a transient fault (lost connection, deadlock, ...) may persist before the endpoint fails."""
-        self.policy = RetryPolicy(retry_for=self.retry_for)
         self.wait_parents = float(self.option("wait_parents", 0))
         hold_orphans(self.stats, self.wait_parents)
         self._holding_lock = asyncio.Lock()
@@ -91,6 +90,13 @@ class PostgresEndpoint(Endpoint):
     @property
     def rejected(self) -> list[str]:
         return list(self.stats.rejected)
+
+    @property
+    def policy(self) -> RetryPolicy:
+        return RetryPolicy(retry_for=self.retry_for)
+
+    def give_up_after(self, seconds: float) -> None:
+        self.retry_for = seconds
 
     # -- lifecycle ----------------------------------------------------------
 

@@ -21,11 +21,16 @@ natural keys, so even a COMMIT whose acknowledgement was lost is harmless).
 collided do not collide again in step) and runs it again, for up to
 `retry_for` seconds. A fault is reported (a warning naming the endpoint) only
 once it has persisted `quiet_for` seconds; one that outlives `retry_for`
-fails the endpoint with a message saying what kept failing and for how long.
+raises `Unavailable` (an `EndpointError`) saying what kept failing and for how
+long: it fails the endpoint, or, under the spooling layer (`spooling.py`),
+sends the batch to the spool.
 
-The endpoints translate their driver's exceptions with `postgres_fault` /
-`sqlite_fault` and raise `TransientError`; everything else is a real error
-and is not retried.
+Each kind of endpoint classifies its driver's exceptions in one function —
+`postgres_fault`, `sqlite_fault` here, `mysql.mysql_fault`, and for AMQP
+`amqperrors.classify` (through `amqpconn.BrokerUnavailable.permanent`) — and
+raises `TransientError` for the retriable ones; everything else is permanent
+and is not retried. The AMQP endpoint's reconnecting and re-publishing and the
+spooling layer's replay use the same loop.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ import random
 import sqlite3
 import time
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Sequence
 
 from ..urls import mask
 from .base import EndpointError
@@ -60,6 +65,21 @@ class TransientError(Exception):
         super().__init__(f"{kind}: {detail}")
         self.kind = kind
         self.detail = detail
+
+
+class Unavailable(EndpointError):
+    """A retriable fault outlasted `retry_for`: the endpoint cannot take batches now, but a later try may.
+
+    Without a spool it fails the endpoint as any error does; with one
+    (`?spool=DIR`, `spooling.py`) the batch is spooled and replayed once the
+    endpoint is back. `kind` is the fault's (`CONNECTION`, `DEADLOCK`, ...)."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.rest: Sequence[Any] | None = None
+        """The events of the batch not delivered, when the endpoint knows (AMQP: those not confirmed);
+        None: the whole batch."""
 
 
 class Rejected(EndpointError):
@@ -133,6 +153,38 @@ class RetryPolicy:
         return random.uniform(0, min(self.max_delay, self.first_delay * (2 ** min(attempt, 20))))
 
 
+class Attempts:
+    """The bookkeeping of one retry loop: failures counted, reported once lasting, given up past `retry_for`.
+
+    The loop itself is `retrying` (async) or `retrying_sync` (a worker thread);
+    both only run an attempt and sleep what `failed` returns."""
+
+    def __init__(self, name: str, what: str, policy: RetryPolicy, stats: RetryStats | None) -> None:
+        self.name, self.what, self.policy, self.stats = name, what, policy, stats
+        self.started = time.monotonic()
+        self.tries = 0
+        self.reported = False
+
+    def failed(self, exc: TransientError) -> float:
+        """Count and report one failed attempt; raise `Unavailable` past `retry_for`; the delay before the next."""
+        self.tries += 1
+        if self.stats is not None:
+            self.stats.add(exc.kind)
+        elapsed = time.monotonic() - self.started
+        policy = self.policy
+        if elapsed >= policy.retry_for:
+            raise Unavailable(
+                exc.kind, f"{self.name}: {self.what} failed: {exc.kind} persisted for {elapsed:.0f} s over "
+                f"{self.tries} attempts (retry_for={policy.retry_for:g}): {mask(exc.detail)}") from None
+        if elapsed >= policy.quiet_for and not self.reported:
+            log.warning("%s: %s still failing after %.0f s (%s: %s); retrying for up to %.0f s more",
+                        self.name, self.what, elapsed, exc.kind, mask(exc.detail), policy.retry_for - elapsed)
+            self.reported = True
+        else:
+            log.debug("%s: %s: %s (%s), retry %d", self.name, self.what, exc.kind, mask(exc.detail), self.tries)
+        return policy.delay(self.tries)
+
+
 async def retrying(name: str, what: str, attempt: Callable[[], Awaitable[Any]], policy: RetryPolicy,
                    stats: RetryStats | None = None,
                    between: Callable[[str], Awaitable[None]] | None = None) -> Any:
@@ -141,9 +193,7 @@ async def retrying(name: str, what: str, attempt: Callable[[], Awaitable[Any]], 
     `between(kind)` runs before each new attempt (e.g. reconnect after a lost
     connection); a `TransientError` it raises counts like the attempt's.
     """
-    started = time.monotonic()
-    tries = 0
-    reported = False
+    attempts = Attempts(name, what, policy, stats)
     kind: str | None = None
     while True:
         try:
@@ -152,41 +202,15 @@ async def retrying(name: str, what: str, attempt: Callable[[], Awaitable[Any]], 
             return await attempt()
         except TransientError as exc:
             kind = exc.kind
-            tries += 1
-            reported = _failed(name, what, exc, tries, started, reported, policy, stats)
-            await asyncio.sleep(policy.delay(tries))
-
-
-def _failed(name: str, what: str, exc: TransientError, tries: int, started: float, reported: bool,
-            policy: RetryPolicy, stats: RetryStats | None) -> bool:
-    """Count and report one failed attempt (once it persisted past `quiet_for`); raise past `retry_for`.
-
-    Returns whether the lasting failure has been reported."""
-    if stats is not None:
-        stats.add(exc.kind)
-    elapsed = time.monotonic() - started
-    if elapsed >= policy.retry_for:
-        raise EndpointError(
-            f"{name}: {what} failed: {exc.kind} persisted for {elapsed:.0f} s over {tries} attempts "
-            f"(retry_for={policy.retry_for:g}): {mask(exc.detail)}") from None
-    if elapsed >= policy.quiet_for and not reported:
-        log.warning("%s: %s still failing after %.0f s (%s: %s); retrying for up to %.0f s more",
-                    name, what, elapsed, exc.kind, mask(exc.detail), policy.retry_for - elapsed)
-        return True
-    log.debug("%s: %s: %s (%s), retry %d", name, what, exc.kind, mask(exc.detail), tries)
-    return reported
+            await asyncio.sleep(attempts.failed(exc))
 
 
 def retrying_sync(name: str, what: str, attempt: Callable[[], Any], policy: RetryPolicy,
                   stats: RetryStats | None = None) -> Any:
     """`retrying` for code running in a worker thread (SQLite)."""
-    started = time.monotonic()
-    tries = 0
-    reported = False
+    attempts = Attempts(name, what, policy, stats)
     while True:
         try:
             return attempt()
         except TransientError as exc:
-            tries += 1
-            reported = _failed(name, what, exc, tries, started, reported, policy, stats)
-            time.sleep(policy.delay(tries))
+            time.sleep(attempts.failed(exc))

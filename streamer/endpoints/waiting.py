@@ -1,7 +1,8 @@
 """What an endpoint still waits for when the user interrupts a run, and what a second interrupt leaves behind.
 
-Duck-typed on the spooling endpoints (AMQP): an endpoint with a `spool` and a
-`drain_timeout` waits at exit for the broker to take what is spooled. The
+Duck-typed on the spooling endpoints (AMQP, and the spooling layer around the
+others): an endpoint with a `spool` and a `drain_timeout` waits at exit for its
+broker or server to take what is spooled. The
 pipeline says so at the first Ctrl-C, and what stays in the spool at the second.
 """
 
@@ -25,12 +26,12 @@ def waiting_for(endpoint: Any) -> str | None:
     count = _spooled(endpoint)
     if count is None:
         return None
-    publisher = getattr(endpoint, "publisher", None)
-    down = publisher is None or not getattr(publisher, "alive", True)
+    down = endpoint.health() is not None
     if not count and not down:
         return None
     what = f"to take {count:,} spooled events" if count else "(unreachable)"
-    return (f"{endpoint.name}: waiting up to {endpoint.drain_timeout:g} s for the broker {what}; "
+    who = "the broker" if hasattr(endpoint, "publisher") else "the server"
+    return (f"{endpoint.name}: waiting up to {endpoint.drain_timeout:g} s for {who} {what}; "
             f"Ctrl-C again leaves them in {endpoint.spool_dir}")
 
 

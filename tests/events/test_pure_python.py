@@ -71,6 +71,9 @@ NOT_IN_PURE_RUN = {  # module -> why scripts/test.sh does not run it a second ti
     "tests/sources/test_collector.py": "server round trips (RabbitMQ -> PostgreSQL): the codec paths are those of "
                                        "test_codecs",
     "tests/sources/test_tail_queue.py": "a RabbitMQ queue's acknowledgements: no codec path of its own",
+    "tests/endpoints/test_spooling.py": "servers stopped and cut, a full filesystem: the spool's codec is the "
+                                          "overflow's (events.codec.JSON_LINES), whose paths test_overflow and "
+                                          "test_codecs run pure",
     "tests/cli/test_first_hour.py": "command-line behaviours (PostgreSQL, resume, options): codec paths of "
                                     "test_codecs and test_cli_load",
 }
