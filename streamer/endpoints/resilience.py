@@ -16,10 +16,10 @@ and go away on a second try:
 A batch is one transaction, so a failed attempt left nothing behind and
 writing the batch again is safe (the loader's inserts are idempotent on
 natural keys, so even a COMMIT whose acknowledgement was lost is harmless).
-`retrying()` is the one place that decides: it runs an attempt, and on a
-`TransientError` waits (exponential back-off with full jitter, so writers that
-collided do not collide again in step) and runs it again, for up to
-`retry_for` seconds. A fault is reported (a warning naming the endpoint) only
+The one retry loop is `core/retry.py` (`retrying` here is it, speaking as an
+endpoint): it runs an attempt, and on a `TransientError` waits (exponential
+back-off with full jitter, so writers that collided do not collide again in
+step) and runs it again, for up to `retry_for` seconds. A fault is reported (a warning naming the endpoint) only
 once it has persisted `quiet_for` seconds; one that outlives `retry_for`
 raises `Unavailable` (an `EndpointError`) saying what kept failing and for how
 long: it fails the endpoint, or, under the spooling layer (`spooling.py`),
@@ -35,14 +35,12 @@ spooling layer's replay use the same loop.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import random
 import sqlite3
-import time
-from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Sequence
 
+from ..core import retry
+from ..core.retry import Exhausted, Reporting, RetryPolicy, RetryStats, TransientError
 from ..urls import mask
 from .base import EndpointError
 
@@ -58,16 +56,7 @@ STALE_IDS = "rows another writer inserted"
 forgets the cached ids; the next one re-reads them."""
 
 
-class TransientError(Exception):
-    """An attempt failed for a reason a retry can cure (`kind` says which)."""
-
-    def __init__(self, kind: str, detail: str) -> None:
-        super().__init__(f"{kind}: {detail}")
-        self.kind = kind
-        self.detail = detail
-
-
-class Unavailable(EndpointError):
+class Unavailable(Exhausted, EndpointError):
     """A retriable fault outlasted `retry_for`: the endpoint cannot take batches now, but a later try may.
 
     Without a spool it fails the endpoint as any error does; with one
@@ -75,8 +64,7 @@ class Unavailable(EndpointError):
     endpoint is back. `kind` is the fault's (`CONNECTION`, `DEADLOCK`, ...)."""
 
     def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
+        super().__init__(kind, message)
         self.rest: Sequence[Any] | None = None
         """The events of the batch not delivered, when the endpoint knows (AMQP: those not confirmed);
         None: the whole batch."""
@@ -125,92 +113,23 @@ def sqlite_fault(exc: BaseException) -> str | None:
     return None
 
 
-@dataclass
-class RetryStats:
-    """Retries per kind of fault (printed in summaries, asserted by tests)."""
-
-    by_kind: dict[str, int] = field(default_factory=dict)
-
-    def add(self, kind: str) -> None:
-        self.by_kind[kind] = self.by_kind.get(kind, 0) + 1
-
-    @property
-    def total(self) -> int:
-        return sum(self.by_kind.values())
-
-
-@dataclass
-class RetryPolicy:
-    retry_for: float = 300.0
-    """Seconds a fault may persist before the endpoint fails."""
-    first_delay: float = 0.02
-    max_delay: float = 5.0
-    quiet_for: float = 5.0
-    """Seconds a fault may persist before it is reported (a deadlock cured by one retry is not news)."""
-
-    def delay(self, attempt: int) -> float:
-        """Full jitter: uniform in [0, min(cap, first * 2**attempt)]."""
-        return random.uniform(0, min(self.max_delay, self.first_delay * (2 ** min(attempt, 20))))
-
-
-class Attempts:
-    """The bookkeeping of one retry loop: failures counted, reported once lasting, given up past `retry_for`.
-
-    The loop itself is `retrying` (async) or `retrying_sync` (a worker thread);
-    both only run an attempt and sleep what `failed` returns."""
-
-    def __init__(self, name: str, what: str, policy: RetryPolicy, stats: RetryStats | None) -> None:
-        self.name, self.what, self.policy, self.stats = name, what, policy, stats
-        self.started = time.monotonic()
-        self.tries = 0
-        self.reported = False
-
-    def failed(self, exc: TransientError) -> float:
-        """Count and report one failed attempt; raise `Unavailable` past `retry_for`; the delay before the next."""
-        self.tries += 1
-        if self.stats is not None:
-            self.stats.add(exc.kind)
-        elapsed = time.monotonic() - self.started
-        policy = self.policy
-        if elapsed >= policy.retry_for:
-            raise Unavailable(
-                exc.kind, f"{self.name}: {self.what} failed: {exc.kind} persisted for {elapsed:.0f} s over "
-                f"{self.tries} attempts (retry_for={policy.retry_for:g}): {mask(exc.detail)}") from None
-        if elapsed >= policy.quiet_for and not self.reported:
-            log.warning("%s: %s still failing after %.0f s (%s: %s); retrying for up to %.0f s more",
-                        self.name, self.what, elapsed, exc.kind, mask(exc.detail), policy.retry_for - elapsed)
-            self.reported = True
-        else:
-            log.debug("%s: %s: %s (%s), retry %d", self.name, self.what, exc.kind, mask(exc.detail), self.tries)
-        return policy.delay(self.tries)
+ENDPOINTS = Reporting(exhausted=Unavailable, redact=mask, logger=log)
+"""How the endpoints' retry loops speak: `Unavailable` when a fault outlasts `retry_for`, URLs masked."""
 
 
 async def retrying(name: str, what: str, attempt: Callable[[], Awaitable[Any]], policy: RetryPolicy,
                    stats: RetryStats | None = None,
                    between: Callable[[str], Awaitable[None]] | None = None) -> Any:
-    """Run `attempt()` until it succeeds, retrying `TransientError` for `policy.retry_for` seconds.
-
-    `between(kind)` runs before each new attempt (e.g. reconnect after a lost
-    connection); a `TransientError` it raises counts like the attempt's.
-    """
-    attempts = Attempts(name, what, policy, stats)
-    kind: str | None = None
-    while True:
-        try:
-            if kind is not None and between is not None:
-                await between(kind)
-            return await attempt()
-        except TransientError as exc:
-            kind = exc.kind
-            await asyncio.sleep(attempts.failed(exc))
+    """`core.retry.retrying` as the endpoints use it (see `ENDPOINTS`)."""
+    return await retry.retrying(name, what, attempt, policy, stats, between, ENDPOINTS)
 
 
 def retrying_sync(name: str, what: str, attempt: Callable[[], Any], policy: RetryPolicy,
                   stats: RetryStats | None = None) -> Any:
-    """`retrying` for code running in a worker thread (SQLite)."""
-    attempts = Attempts(name, what, policy, stats)
-    while True:
-        try:
-            return attempt()
-        except TransientError as exc:
-            time.sleep(attempts.failed(exc))
+    """`core.retry.retrying_sync` as the SQLite endpoint uses it (see `ENDPOINTS`)."""
+    return retry.retrying_sync(name, what, attempt, policy, stats, ENDPOINTS)
+
+
+__all__ = ["CONNECTION", "DEADLOCK", "ENDPOINTS", "LOCK_TIMEOUT", "SERIALIZATION", "STALE_IDS", "Rejected",
+           "RetryPolicy", "RetryStats", "TransientError", "Unavailable", "postgres_fault", "rejects_content",
+           "retrying", "retrying_sync", "sqlite_fault"]

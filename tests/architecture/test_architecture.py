@@ -75,7 +75,7 @@ def _imports(path: Path) -> list[tuple[int, str]]:
     return found
 
 
-CORE = {"bus", "filters", "spool", "overflow", "options", "record", "sink", "dbnaming"}
+CORE = {"bus", "filters", "spool", "overflow", "options", "record", "sink", "dbnaming", "retry"}
 """The modules the core must hold: the bus and everything it stands on (issue 17)."""
 
 
