@@ -29,10 +29,12 @@ def waiting_for(endpoint: Any) -> str | None:
     down = endpoint.health() is not None
     if not count and not down:
         return None
-    what = f"to take {count:,} spooled events" if count else "(unreachable)"
     who = "the broker" if hasattr(endpoint, "publisher") else "the server"
-    return (f"{endpoint.name}: waiting up to {endpoint.drain_timeout:g} s for {who} {what}; "
-            f"Ctrl-C again leaves them in {endpoint.spool_dir}")
+    if not count:  # down, and nothing spooled yet: what is in flight is read again by the next run
+        return (f"{endpoint.name}: waiting up to {endpoint.drain_timeout:g} s for {who} (unreachable; nothing "
+                f"spooled yet); Ctrl-C again stops at once, and the next run reads again what was not delivered")
+    return (f"{endpoint.name}: waiting up to {endpoint.drain_timeout:g} s for {who} to take {count:,} spooled "
+            f"events; Ctrl-C again leaves them in {endpoint.spool_dir}")
 
 
 def left_behind(endpoint: Any) -> str | None:

@@ -120,3 +120,28 @@ def test_two_ctrl_c_on_a_replay_with_a_worker_process_never_print_a_traceback(tm
         if child.poll() is None:
             os.killpg(child.pid, signal.SIGKILL)
             child.wait()
+
+
+def test_the_first_ctrl_c_with_nothing_spooled_yet_says_so(tmp_path: Path) -> None:
+    """A server that is down and a spool still empty: the line says what a second Ctrl-C does, not `them`."""
+    import asyncio
+
+    from streamer.endpoints import create_endpoint
+    from streamer.endpoints.waiting import left_behind, waiting_for
+
+    async def run() -> tuple[str | None, str | None]:
+        spool = tmp_path / "spool"
+        endpoint = create_endpoint(f"postgresql://postgres@127.0.0.1:9/nowhere?spool={spool}&drain_timeout=7"
+                                   "&retry_for=0.2")
+        await endpoint.open()  # the server is away: the endpoint opens, spooling
+        try:
+            return waiting_for(endpoint), left_behind(endpoint)
+        finally:
+            endpoint.drain_timeout = 0
+            await endpoint.close()
+
+    said, left = asyncio.run(run())
+    assert said is not None and said.endswith(
+        ": waiting up to 7 s for the server (unreachable; nothing spooled yet); Ctrl-C again stops at once, "
+        "and the next run reads again what was not delivered"), said
+    assert left is None
