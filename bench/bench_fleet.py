@@ -116,6 +116,7 @@ async def play(dirs: list[Path], chunks: list[list[str]], targets: list[list[int
     """Append every workflow's pieces on a jittered schedule; a sample per piece: append -> its output."""
     appended: dict[str, list[tuple[int, float]]] = {str(d): [] for d in dirs}  # (target count, append time)
     samples: list[float] = []
+    detail: list[tuple[str, float, float]] = []  # (workflow dir, append time, seen time) per sample
     counts: dict[str, int] = {}
 
     def check(key: str, path: Path) -> None:
@@ -123,7 +124,9 @@ async def play(dirs: list[Path], chunks: list[list[str]], targets: list[list[int
         waiting = appended[key]
         now = time.monotonic()
         while waiting and waiting[0][0] <= have:
-            samples.append(now - waiting.pop(0)[1])
+            appended_at = waiting.pop(0)[1]
+            samples.append(now - appended_at)
+            detail.append((key, appended_at, now))
             if os.environ.get("BENCH_FLEET_DEBUG") and samples[-1] > 0.1:
                 print(f"  slow: {key} {1000 * samples[-1]:.0f} ms")
 
@@ -160,7 +163,7 @@ async def play(dirs: list[Path], chunks: list[list[str]], targets: list[list[int
     missing = sum(len(v) for v in appended.values())
     if missing:
         print(f"  {watch_name}: {missing} pieces never reached their expected count")
-    return samples
+    return samples, detail
 
 
 def reap(pid: int) -> tuple[float, int]:
@@ -171,11 +174,13 @@ def reap(pid: int) -> tuple[float, int]:
     return usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024
 
 
-async def run_streamer(base: Path, dirs: list[Path], chunks: list[list[str]], expect: list, interval: float) -> dict:
+async def run_streamer(base: Path, dirs: list[Path], chunks: list[list[str]], expect: list, interval: float,
+                       trace: Path | None = None) -> dict:
     env = {**os.environ, "TZ": "UTC", "STREAMER_STATE_DIR": str(base / "streamer-state")}
     root = dirs[0].parent
     profile = ["-m", "cProfile", "-o", os.environ["BENCH_FLEET_PROFILE"]] if os.environ.get("BENCH_FLEET_PROFILE") else []
-    proc = subprocess.Popen([sys.executable, *profile, "-m", "streamer", "serve", "--watch", str(root), "--timezone", "UTC",
+    command = [str(Path(__file__).with_name("fleet_trace.py")), str(trace)] if trace else ["-m", "streamer"]
+    proc = subprocess.Popen([sys.executable, *profile, *command, "serve", "--watch", str(root), "--timezone", "UTC",
                              "-q", "--workflow-dest", "sqlite", "--workflow-dest", "file://{submit_dir}/events.jsonl"],
                             env=env, stderr=open(base / "serve.err", "wb"))
     registry = base / "streamer-state" / "serve" / "workflows.json"
@@ -190,14 +195,15 @@ async def run_streamer(base: Path, dirs: list[Path], chunks: list[list[str]], ex
 
     started = time.monotonic()
     waiter = asyncio.create_task(finished())
-    samples = await play(dirs, chunks, [e[0] for e in expect], "events.jsonl", None, interval, done)
+    samples, detail = await play(dirs, chunks, [e[0] for e in expect], "events.jsonl", None, interval, done)
     await waiter
     wall = time.monotonic() - started
     proc.send_signal(signal.SIGTERM)
     cpu, rss = await asyncio.to_thread(reap, proc.pid)
     proc.returncode = 0
     events = sum(sum(1 for _ in open(d / "events.jsonl", "rb")) for d in dirs)
-    return {"cpu": cpu, "rss": rss, "samples": samples, "wall": wall, "events": events, "processes": 1}
+    return {"cpu": cpu, "rss": rss, "samples": samples, "wall": wall, "events": events, "processes": 1,
+            "detail": detail}
 
 
 async def run_monitord(base: Path, dirs: list[Path], chunks: list[list[str]], expect: list, interval: float) -> dict:
@@ -220,7 +226,7 @@ async def run_monitord(base: Path, dirs: list[Path], chunks: list[list[str]], ex
 
     started = time.monotonic()
     waiter = asyncio.create_task(finished())
-    samples = await play(dirs, chunks, [e[1] for e in expect], "jobstate.log", b"MONITORD_", interval, done)
+    samples, _ = await play(dirs, chunks, [e[1] for e in expect], "jobstate.log", b"MONITORD_", interval, done)
     await waiter
     wall = time.monotonic() - started
     for p in procs:
@@ -249,7 +255,9 @@ async def main() -> None:
     ap.add_argument("--jobs", type=int, default=20, help="compute jobs per workflow")
     ap.add_argument("--pieces", type=int, default=40, help="appends per dagman.out")
     ap.add_argument("--interval", type=float, default=1.5, help="mean seconds between appends of one workflow")
-    ap.add_argument("--skip-monitord", action="store_true")
+    ap.add_argument("--skip-monitord", "--streamer-only", action="store_true", help="run only the streamer half")
+    ap.add_argument("--trace", action="store_true",
+                    help="run serve under fleet_trace.py and print where each piece's time went (not for CPU figures)")
     ap.add_argument("--keep", action="store_true", help="keep the directories (printed)")
     args = ap.parse_args()
     base = Path(tempfile.mkdtemp(prefix="bench-fleet-"))
@@ -266,9 +274,16 @@ async def main() -> None:
         lines = sum(c.count("\n") for cs in chunks for c in cs)
         print(f"{args.workflows} workflows x {args.jobs} jobs, {lines:,} dagman.out lines in {args.pieces} pieces "
               f"each, a piece every ~{args.interval} s per workflow")
-        s = await run_streamer(base, dirs["streamer"], chunks, expect, args.interval)
+        trace = base / "trace.json" if args.trace else None
+        load = os.getloadavg()
+        s = await run_streamer(base, dirs["streamer"], chunks, expect, args.interval, trace)
         report("streamer", s)
-        print(f"          {s['events']:,} events")
+        print(f"          {s['events']:,} events; load average before {load[0]:.1f}, after "
+              f"{os.getloadavg()[0]:.1f} (1 min)")
+        if trace is not None:
+            from fleet_trace import explain
+
+            explain(str(trace), s["detail"])
         if not args.skip_monitord:
             m = await run_monitord(base, dirs["monitord"], chunks, expect, args.interval)
             report("monitord", m)
