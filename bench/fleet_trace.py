@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextvars
+import os
 import sys
 import threading
 import time
@@ -196,6 +197,8 @@ def main() -> int:
                                    "gc": collections}))
 
     atexit.register(dump)
+    if os.environ.get("FLEET_TRACE_SWITCH"):  # experiments: the GIL's switch interval, seconds
+        sys.setswitchinterval(float(os.environ["FLEET_TRACE_SWITCH"]))
     install()
     from streamer.cli import main as streamer_main
 
@@ -260,7 +263,7 @@ def explain(trace_path: str, samples: list[tuple[str, float, float]], slowest: i
           f"{max((q for _, _, q in lags), default=0)}")
     origin = min((a for _, a, _ in samples), default=0.0)
     stalls = [(at - origin, lag) for at, lag, _ in lags if lag > 0.05]
-    print(f"  loop stalls > 50 ms (s after the first append: ms): "
+    print("  loop stalls > 50 ms (s after the first append: ms): "
           + ", ".join(f"{at:.1f}: {1000 * lag:.0f}" for at, lag in stalls[:40]))
     slow_gc = [(at - origin, took, gen) for at, took, gen in data.get("gc", []) if took > 0.01]
     print(f"  garbage collections: {len(data.get('gc', []))}, over 10 ms: "
