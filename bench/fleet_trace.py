@@ -211,12 +211,40 @@ if __name__ == "__main__":
 
 # ---------------------------------------------------------------- analysis (bench_fleet.py --trace)
 
+CANARY = """
+import sys, time
+out, lags = sys.argv[1], []
+try:
+    while True:
+        before = time.monotonic()
+        time.sleep(0.005)
+        after = time.monotonic()
+        if after - before > 0.025:
+            lags.append((after, after - before - 0.005))
+except KeyboardInterrupt:
+    pass
+open(out, "w").write(repr(lags))
+"""
+"""A process that only sleeps 5 ms at a time (started by the bench beside serve, as niced): when it wakes
+20 ms late or more, the machine did not schedule it, and a stall of serve at that moment is the machine's."""
+
+
+def machine_stalls(path: str) -> list[tuple[float, float]]:
+    import ast
+
+    try:
+        with open(path) as fh:
+            return list(ast.literal_eval(fh.read()))
+    except (OSError, ValueError, SyntaxError):
+        return []
+
 def _pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))] if ordered else float("nan")
 
 
-def explain(trace_path: str, samples: list[tuple[str, float, float]], slowest: int = 15) -> None:
+def explain(trace_path: str, samples: list[tuple[str, float, float]], slowest: int = 15,
+            canary: str | None = None) -> None:
     """Print where the time of the pieces went: per stage over every sample, and the slowest pieces.
 
     `samples`: (submit dir, append time, time the bench saw the piece's events)."""
@@ -274,10 +302,19 @@ def explain(trace_path: str, samples: list[tuple[str, float, float]], slowest: i
     print("  where the loop thread was during stalls > 40 ms:")
     for stack, count in sorted(where.items(), key=lambda kv: -kv[1])[:12]:
         print(f"    {count:4d}x {stack}")
+    machine = machine_stalls(canary) if canary else []
+    if canary:
+        print(f"  canary (a process that only sleeps 5 ms, as niced): {len(machine)} wake-ups 20 ms late or more, "
+              f"worst {1000 * max((lag for _, lag in machine), default=0):.0f} ms")
+    slow = [r for r in rows if r[0] > 0.1]
+    if machine and slow:
+        hit = sum(1 for r in slow if any(r[2] <= at <= r[2] + r[0] + 0.01 for at, _ in machine))
+        print(f"  pieces over 100 ms: {len(slow)}, of which {hit} overlap a stall of the canary")
     rows.sort(key=lambda r: r[0], reverse=True)
     for latency, key, appended, split, step in rows[:slowest]:
         parts = "  ".join(f"{name} {1000 * value:.0f}" for name, value in split.items() if value == value)
         near = [lag for at, lag, _ in lags if appended <= at <= appended + latency + 0.01]
         events = step[5] if step else 0
+        canary_lag = [lag for at, lag in machine if appended <= at <= appended + latency + 0.01]
         print(f"  {1000 * latency:6.0f} ms at {appended - origin:5.1f} s {key.rsplit('/', 1)[-1]} ({events} ev): {parts}; "
-              f"worst loop lag meanwhile {1000 * max(near or [0]):.0f} ms")
+              f"worst loop lag meanwhile {1000 * max(near or [0]):.0f} ms, canary {1000 * max(canary_lag or [0]):.0f} ms")
