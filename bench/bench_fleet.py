@@ -304,7 +304,7 @@ async def main() -> None:
         s = await run_streamer(base, dirs["streamer"], chunks, expect, args.interval, trace,
                                initial[0] if initial else None)
         if canary is not None:
-            canary.send_signal(signal.SIGINT)
+            canary.terminate()
             canary.wait()
         report("streamer", s)
         print(f"          {s['events']:,} events; load average before {load[0]:.1f}, after "

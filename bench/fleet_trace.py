@@ -212,8 +212,9 @@ if __name__ == "__main__":
 # ---------------------------------------------------------------- analysis (bench_fleet.py --trace)
 
 CANARY = """
-import sys, time
+import signal, sys, time
 out, lags = sys.argv[1], []
+signal.signal(signal.SIGTERM, signal.default_int_handler)
 try:
     while True:
         before = time.monotonic()

@@ -117,9 +117,10 @@ def typed(step: Step) -> Step:
     return step
 
 
-PARSE_THREADS = max(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+PARSE_THREADS = max(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
 """Threads that run `ThreadRunner` steps, shared by every workflow of the process (serve follows
-hundreds): more would only queue for the GIL, and the event loop thread with them. First come,
+hundreds): more would only queue for the GIL, and the event loop thread with them (a few, not one per
+core: a step may wait on the disk, appending to jobstate.log while others fsync). First come,
 first served: a workflow with a big piece to parse delays the others by one step, not more."""
 _parse_pool: ThreadPoolExecutor | None = None
 _parse_pool_lock = threading.Lock()
