@@ -116,6 +116,7 @@ async def play(dirs: list[Path], chunks: list[list[str]], targets: list[list[int
     """Append every workflow's pieces on a jittered schedule; a sample per piece: append -> its output."""
     appended: dict[str, list[tuple[int, float]]] = {str(d): [] for d in dirs}  # (target count, append time)
     samples: list[float] = []
+    detail: list[tuple[str, float, float]] = []  # (workflow dir, append time, seen time) per sample
     counts: dict[str, int] = {}
 
     def check(key: str, path: Path) -> None:
@@ -123,7 +124,9 @@ async def play(dirs: list[Path], chunks: list[list[str]], targets: list[list[int
         waiting = appended[key]
         now = time.monotonic()
         while waiting and waiting[0][0] <= have:
-            samples.append(now - waiting.pop(0)[1])
+            appended_at = waiting.pop(0)[1]
+            samples.append(now - appended_at)
+            detail.append((key, appended_at, now))
             if os.environ.get("BENCH_FLEET_DEBUG") and samples[-1] > 0.1:
                 print(f"  slow: {key} {1000 * samples[-1]:.0f} ms")
 
@@ -160,7 +163,7 @@ async def play(dirs: list[Path], chunks: list[list[str]], targets: list[list[int
     missing = sum(len(v) for v in appended.values())
     if missing:
         print(f"  {watch_name}: {missing} pieces never reached their expected count")
-    return samples
+    return samples, detail
 
 
 def reap(pid: int) -> tuple[float, int]:
@@ -171,16 +174,30 @@ def reap(pid: int) -> tuple[float, int]:
     return usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024
 
 
-async def run_streamer(base: Path, dirs: list[Path], chunks: list[list[str]], expect: list, interval: float) -> dict:
+async def catch_up(dirs: list[Path], name: str, skip: bytes | None, initial: list[int] | None) -> None:
+    """Until every workflow's output holds what its dagman.out had before the schedule (the first piece)."""
+    counts: dict[str, int] = {}
+    pending = list(zip(dirs, initial or []))
+    while pending:
+        pending = [(d, n) for d, n in pending if count_lines(d / name, counts, skip) < n]
+        await asyncio.sleep(0.05)
+
+
+async def run_streamer(base: Path, dirs: list[Path], chunks: list[list[str]], expect: list, interval: float,
+                       trace: Path | None = None, initial: list[int] | None = None) -> dict:
     env = {**os.environ, "TZ": "UTC", "STREAMER_STATE_DIR": str(base / "streamer-state")}
     root = dirs[0].parent
     profile = ["-m", "cProfile", "-o", os.environ["BENCH_FLEET_PROFILE"]] if os.environ.get("BENCH_FLEET_PROFILE") else []
-    proc = subprocess.Popen([sys.executable, *profile, "-m", "streamer", "serve", "--watch", str(root), "--timezone", "UTC",
+    command = [str(Path(__file__).with_name("fleet_trace.py")), str(trace)] if trace else ["-m", "streamer"]
+    launched = time.monotonic()
+    proc = subprocess.Popen([sys.executable, *profile, *command, "serve", "--watch", str(root), "--timezone", "UTC",
                              "-q", "--workflow-dest", "sqlite", "--workflow-dest", "file://{submit_dir}/events.jsonl"],
                             env=env, stderr=open(base / "serve.err", "wb"))
     registry = base / "streamer-state" / "serve" / "workflows.json"
     while not registry.exists() or not all((d / "events.jsonl").exists() for d in dirs):
         await asyncio.sleep(0.1)  # serve is up and follows every workflow (its endpoints are open)
+    await catch_up(dirs, "events.jsonl", None, initial)
+    ready = time.monotonic() - launched
     done = asyncio.Event()
 
     async def finished() -> None:
@@ -190,18 +207,21 @@ async def run_streamer(base: Path, dirs: list[Path], chunks: list[list[str]], ex
 
     started = time.monotonic()
     waiter = asyncio.create_task(finished())
-    samples = await play(dirs, chunks, [e[0] for e in expect], "events.jsonl", None, interval, done)
+    samples, detail = await play(dirs, chunks, [e[0] for e in expect], "events.jsonl", None, interval, done)
     await waiter
     wall = time.monotonic() - started
     proc.send_signal(signal.SIGTERM)
     cpu, rss = await asyncio.to_thread(reap, proc.pid)
     proc.returncode = 0
     events = sum(sum(1 for _ in open(d / "events.jsonl", "rb")) for d in dirs)
-    return {"cpu": cpu, "rss": rss, "samples": samples, "wall": wall, "events": events, "processes": 1}
+    return {"cpu": cpu, "rss": rss, "samples": samples, "wall": wall, "events": events, "processes": 1,
+            "detail": detail, "ready": ready}
 
 
-async def run_monitord(base: Path, dirs: list[Path], chunks: list[list[str]], expect: list, interval: float) -> dict:
+async def run_monitord(base: Path, dirs: list[Path], chunks: list[list[str]], expect: list, interval: float,
+                       initial: list[int] | None = None) -> dict:
     procs = []
+    launched = time.monotonic()
     for d in dirs:  # a HOME each: serve writes no master DB, so monitord's is kept out of the contest
         home = base / "monitord-home" / d.name
         (home / ".pegasus").mkdir(parents=True, exist_ok=True)
@@ -211,6 +231,8 @@ async def run_monitord(base: Path, dirs: list[Path], chunks: list[list[str]], ex
                                       stdout=subprocess.DEVNULL, stderr=open(base / f"monitord-{d.name}.err", "wb")))
     while not all((d / "jobstate.log").exists() for d in dirs):  # MONITORD_STARTED: each is up
         await asyncio.sleep(0.1)
+    await catch_up(dirs, "jobstate.log", b"MONITORD_", initial)
+    ready = time.monotonic() - launched
     done = asyncio.Event()
     usage: list[tuple[float, int]] = []
 
@@ -220,13 +242,13 @@ async def run_monitord(base: Path, dirs: list[Path], chunks: list[list[str]], ex
 
     started = time.monotonic()
     waiter = asyncio.create_task(finished())
-    samples = await play(dirs, chunks, [e[1] for e in expect], "jobstate.log", b"MONITORD_", interval, done)
+    samples, _ = await play(dirs, chunks, [e[1] for e in expect], "jobstate.log", b"MONITORD_", interval, done)
     await waiter
     wall = time.monotonic() - started
     for p in procs:
         p.returncode = 0
     return {"cpu": sum(u[0] for u in usage), "rss": sum(u[1] for u in usage), "samples": samples, "wall": wall,
-            "events": None, "processes": len(procs)}
+            "events": None, "processes": len(procs), "ready": ready}
 
 
 def pct(values: list[float], q: float) -> float:
@@ -240,7 +262,7 @@ def report(name: str, r: dict) -> None:
     s = r["samples"]
     print(f"{name:9s} {r['processes']:4d} proc  CPU {r['cpu']:8.2f} s  peak RSS {r['rss'] / 2**20:8.1f} MiB  "
           f"latency p50 {1000 * pct(s, .5):7.1f} ms  p99 {1000 * pct(s, .99):7.1f} ms  max {1000 * max(s or [0]):7.1f} ms"
-          f"  ({len(s)} samples, wall {r['wall']:.1f} s)")
+          f"  ({len(s)} samples, wall {r['wall']:.1f} s; {r['ready']:.1f} s from start to caught up)")
 
 
 async def main() -> None:
@@ -249,7 +271,12 @@ async def main() -> None:
     ap.add_argument("--jobs", type=int, default=20, help="compute jobs per workflow")
     ap.add_argument("--pieces", type=int, default=40, help="appends per dagman.out")
     ap.add_argument("--interval", type=float, default=1.5, help="mean seconds between appends of one workflow")
-    ap.add_argument("--skip-monitord", action="store_true")
+    ap.add_argument("--skip-monitord", "--streamer-only", action="store_true", help="run only the streamer half")
+    ap.add_argument("--trace", action="store_true",
+                    help="run serve under fleet_trace.py and print where each piece's time went (not for CPU figures)")
+    ap.add_argument("--during-catch-up", action="store_true",
+                    help="start the schedule as soon as the endpoints are open, while each tool still reads what "
+                         "the logs held at its start (by default it waits for that)")
     ap.add_argument("--keep", action="store_true", help="keep the directories (printed)")
     args = ap.parse_args()
     base = Path(tempfile.mkdtemp(prefix="bench-fleet-"))
@@ -262,15 +289,34 @@ async def main() -> None:
                 with open(next(d.glob("*.dag.dagman.out")), "a") as fh:
                     fh.write(chunks[i][0])
         chunks = [c[1:] for c in chunks]
+        initial = None if args.during_catch_up else ([e[0][0] for e in expect], [e[1][0] for e in expect])
         expect = [(e[0][1:], e[1][1:]) for e in expect]
         lines = sum(c.count("\n") for cs in chunks for c in cs)
         print(f"{args.workflows} workflows x {args.jobs} jobs, {lines:,} dagman.out lines in {args.pieces} pieces "
               f"each, a piece every ~{args.interval} s per workflow")
-        s = await run_streamer(base, dirs["streamer"], chunks, expect, args.interval)
+        trace = base / "trace.json" if args.trace else None
+        load = os.getloadavg()
+        canary = None
+        if trace is not None:
+            from fleet_trace import CANARY
+
+            canary = subprocess.Popen([sys.executable, "-c", CANARY, str(base / "canary.txt")])
+        s = await run_streamer(base, dirs["streamer"], chunks, expect, args.interval, trace,
+                               initial[0] if initial else None)
+        if canary is not None:
+            canary.terminate()
+            canary.wait()
         report("streamer", s)
-        print(f"          {s['events']:,} events")
+        print(f"          {s['events']:,} events; load average before {load[0]:.1f}, after "
+              f"{os.getloadavg()[0]:.1f} (1 min)")
+        if trace is not None:
+            from fleet_trace import explain
+
+            (base / "samples.json").write_text(repr(s["detail"]))
+            explain(str(trace), s["detail"], canary=str(base / "canary.txt"))
         if not args.skip_monitord:
-            m = await run_monitord(base, dirs["monitord"], chunks, expect, args.interval)
+            m = await run_monitord(base, dirs["monitord"], chunks, expect, args.interval,
+                                   initial[1] if initial else None)
             report("monitord", m)
             print(f"streamer / monitord: CPU {s['cpu'] / m['cpu']:.3f}x (target <= 0.1), "
                   f"peak RSS {s['rss'] / m['rss']:.3f}x (target <= 0.05); streamer p99 "

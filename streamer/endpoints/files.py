@@ -1,4 +1,4 @@
-"""`file://` endpoint: JSON lines or BP, appended, one write per batch (aiofiles).
+"""`file://` endpoint: JSON lines or BP, appended, one write per batch (on the loop when small).
 
 Encoding comes from `?encoding=json|bp|bson`, else from the suffix (`.jsonl`,
 `.json`, `.ndjson` -> JSON; anything else -> BP, monitord's default).
@@ -19,14 +19,11 @@ from __future__ import annotations
 
 import asyncio
 import errno
-
 import logging
 import os
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, BinaryIO, Sequence
 from urllib.parse import unquote, urlsplit
-
-import aiofiles
 
 from ..events import Event, bp, bsonenc, jsonenc
 from ..events.event import ensure_ids
@@ -43,6 +40,10 @@ JSON_SUFFIXES = (".jsonl", ".json", ".ndjson")
 
 log = logging.getLogger("streamer.endpoints.file")
 
+INLINE_WRITE = 256 << 10
+"""Bytes up to which a batch is written on the event loop itself (a few µs into the page cache): two
+trips through a worker thread per batch cost more, and under load queue behind other work. Larger
+batches (a replay) go to a thread."""
 TAIL = 32
 """Bytes before a mark saved with it (a file is recognised by its device, inode and these bytes)."""
 
@@ -87,7 +88,7 @@ class FileEndpoint(Endpoint):
         self.fsync = self.flag("fsync")
         self.truncate = self._truncates()
         self.state_key = f"file:{self.path.absolute()}"
-        self._file = None
+        self._file: BinaryIO | None = None
         self._dirty = False
         self._resume: dict[str, Any] | None = None
         self._identity: tuple[int, int] = (0, 0)
@@ -131,7 +132,7 @@ class FileEndpoint(Endpoint):
         try:
             if self._resume is not None and not self.truncate:
                 self._cut_back(self._resume)
-            self._file = await aiofiles.open(self.path, "wb" if self.truncate else "ab")
+            self._file = open(self.path, "wb" if self.truncate else "ab", buffering=0)  # noqa: SIM115 - held open
             st = os.fstat(self._file.fileno())
         except OSError as exc:
             raise EndpointError(f"{self.path}: cannot open for writing: {exc.strerror or exc}") from None
@@ -199,9 +200,13 @@ class FileEndpoint(Endpoint):
                 marks.append(self._mark(total, tail))
                 start = end
             data = b"".join(parts)
+        file = self._file
+        assert file is not None
         try:
-            await self._file.write(data)
-            await self._file.flush()
+            if len(data) <= INLINE_WRITE:
+                _write_all(file, data)
+            else:
+                await asyncio.to_thread(_write_all, file, data)
         except OSError as exc:
             if self._spooled and exc.errno in RETRIABLE_ERRNOS:
                 await self._undo_partial()
@@ -220,8 +225,9 @@ class FileEndpoint(Endpoint):
         """Cut off what a failed write left of its batch; the next write reopens the file to append."""
         file, self._file = self._file, None
         try:
-            await file.close()
-        except OSError:  # the buffered rest cannot be written either: dropped with the cut below
+            if file is not None:
+                file.close()
+        except OSError:  # unbuffered: nothing is left to write; a failing close changes nothing here
             pass
         try:
             os.truncate(self.path, self._length)
@@ -231,12 +237,18 @@ class FileEndpoint(Endpoint):
 
     async def flush(self) -> None:
         if self._file is not None and self.fsync and self._dirty:
-            await self._file.flush()
             await asyncio.to_thread(os.fsync, self._file.fileno())  # off the loop: with many sources
             self._dirty = False                                      # (serve) a slow disk stalls none
 
     async def close(self) -> None:
         if self._file is not None:
             await self.flush()
-            await self._file.close()
+            self._file.close()
             self._file = None
+
+
+def _write_all(file: BinaryIO, data: bytes) -> None:
+    """Write every byte (an unbuffered file may take part of a write, e.g. when interrupted)."""
+    view = memoryview(data)
+    while view:
+        view = view[file.write(view):]

@@ -25,8 +25,9 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Awaitable
 
 import orjson
 
@@ -116,6 +117,24 @@ def typed(step: Step) -> Step:
     return step
 
 
+PARSE_THREADS = max(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+"""Threads that run `ThreadRunner` steps, shared by every workflow of the process (serve follows
+hundreds): more would only queue for the GIL, and the event loop thread with them (a few, not one per
+core: a step may wait on the disk, appending to jobstate.log while others fsync). First come,
+first served: a workflow with a big piece to parse delays the others by one step, not more."""
+_parse_pool: ThreadPoolExecutor | None = None
+_parse_pool_lock = threading.Lock()
+
+
+def _in_parse_thread(fn: Any, *args: Any) -> Awaitable[Any]:
+    """`fn(*args)` in the shared parse pool (created on first use; threads are not tied to a loop)."""
+    global _parse_pool
+    with _parse_pool_lock:
+        if _parse_pool is None:
+            _parse_pool = ThreadPoolExecutor(max_workers=PARSE_THREADS, thread_name_prefix="streamer-parse")
+    return asyncio.get_running_loop().run_in_executor(_parse_pool, fn, *args)
+
+
 class ThreadRunner:
     """The core in a worker thread of this process (small workflows, one core)."""
 
@@ -130,11 +149,11 @@ class ThreadRunner:
 
     async def step(self, final: bool) -> Step:
         assert self.core is not None
-        return await asyncio.to_thread(self.core.step, final)
+        return await _in_parse_thread(self.core.step, final)
 
     async def finish(self) -> Step:
         assert self.core is not None
-        return await asyncio.to_thread(self.core.finish)
+        return await _in_parse_thread(self.core.finish)
 
     async def close(self) -> None:
         if self.core is not None:

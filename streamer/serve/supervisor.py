@@ -18,7 +18,8 @@ import fcntl
 import logging
 import os
 import signal
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable
 
 import orjson
@@ -58,9 +59,13 @@ class Supervisor:
     # ------------------------------------------------------------ lifecycle
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
-        # Parsing steps, checkpoint fsyncs and file writes of every workflow share the default executor:
-        # size it for many workflows, so a slow fsync of one never queues another's parsing.
-        loop.set_default_executor(ThreadPoolExecutor(max_workers=WORKER_THREADS, thread_name_prefix="streamer-serve"))
+        # Checkpoint fsyncs, markers and endpoint set-up of every workflow share the default executor
+        # (parsing has its own few threads, runner.PARSE_THREADS): sized for many workflows, so a slow
+        # fsync of one never queues another's. Its threads are all started now, off the loop: a thread
+        # start waits for the new thread to run, and must not stall the loop in the middle of a run.
+        executor = ThreadPoolExecutor(max_workers=WORKER_THREADS, thread_name_prefix="streamer-serve")
+        loop.set_default_executor(executor)
+        await _start_threads(executor, WORKER_THREADS)
         seen: list[int] = []
 
         def on_signal(signum: int) -> None:
@@ -256,6 +261,28 @@ class Supervisor:
             await self._registry_dirty.wait()
             self._registry_dirty.clear()
             await asyncio.to_thread(self._write_registry)
+
+
+async def _start_threads(executor: ThreadPoolExecutor, count: int) -> None:
+    """Start the pool's `count` threads from another thread: each takes a task that holds it until all
+    have one (a pool starts a thread only when no idle one is there)."""
+    started: Future[None] = Future()
+
+    def start() -> None:
+        gate = threading.Event()
+        try:
+            held = [executor.submit(gate.wait) for _ in range(count)]
+        except BaseException as exc:  # no thread could be started (a limit): serve cannot run
+            started.set_exception(exc)
+            return
+        finally:
+            gate.set()
+        for future in held:
+            future.result()
+        started.set_result(None)
+
+    threading.Thread(target=start, name="pool-start", daemon=True).start()
+    await asyncio.wrap_future(started)
 
 
 async def run_serve(config: ServeConfig, reload: Callable[[], ServeConfig] | None = None,

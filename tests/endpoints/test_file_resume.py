@@ -113,3 +113,43 @@ def test_load_checkpoint_keeps_the_file_length_and_a_rerun_cuts_back(tmp_path: P
     assert done.returncode == 0, done.stderr
     got = [json.loads(line)["key"] for line in out.read_text().splitlines()]
     assert got == [f"k{i}" for i in range(30)]
+
+
+def test_a_small_write_does_not_wait_for_a_busy_executor_and_a_large_one_is_written_whole(tmp_path: Path) -> None:
+    """The hot path of `streamer serve`: a few events appended to a JSONL file are written at once, not
+    queued behind other workflows' parsing steps and fsyncs in the default executor (every worker busy
+    here); a write larger than `INLINE_WRITE` still goes to a thread, and both land whole, in order."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from streamer.endpoints.files import INLINE_WRITE
+    from streamer.events import jsonenc
+
+    out = tmp_path / "out.jsonl"
+    small = events(0, 5)
+    large = [bp.parse_line(LINES[i % 30].replace("value=v", "value=" + "x" * 2000)) for i in range(INLINE_WRITE // 1000)]
+    release = threading.Event()
+
+    async def run() -> list[float]:
+        loop = asyncio.get_running_loop()
+        busy = ThreadPoolExecutor(max_workers=1)
+        loop.set_default_executor(busy)
+        loop.run_in_executor(None, release.wait)  # the only worker blocks
+        endpoint = create_endpoint(f"file://{out}")
+        took = []
+        try:
+            await asyncio.wait_for(endpoint.open(), 2.0)
+            for _ in range(3):
+                started = loop.time()
+                await asyncio.wait_for(endpoint.write(small), 2.0)
+                took.append(loop.time() - started)
+        finally:
+            release.set()
+        await endpoint.write(large)
+        await endpoint.close()
+        return took
+
+    took = asyncio.run(run())
+    assert max(took) < 0.5
+    assert out.read_bytes() == jsonenc.join(small * 3) + jsonenc.join(large)
+    assert len(jsonenc.join(large)) > INLINE_WRITE

@@ -161,3 +161,47 @@ def test_worker_exits_when_its_parent_is_killed(tmp_path: Path) -> None:
     finally:
         if parent.poll() is None:
             parent.kill()
+
+
+def test_thread_runner_steps_share_a_few_parse_threads_first_come_first_served(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`streamer serve` steps a hundred workflows at once: their parsing goes through a small pool, in the
+    order asked, so the event loop thread is one of a few threads wanting the GIL, not one of a hundred
+    (and a big default executor, as serve's, does not change that)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from streamer.monitor import runner as runner_module
+
+    lock = threading.Lock()
+    running, peak, started = [0], [0], []
+
+    class Core:
+        def __init__(self, name: int) -> None:
+            self.name = name
+
+        def step(self, final: bool):
+            with lock:
+                running[0] += 1
+                peak[0] = max(peak[0], running[0])
+                started.append(self.name)
+            time.sleep(0.02)
+            with lock:
+                running[0] -= 1
+            return runner_module.Step([], None)
+
+    async def run() -> None:
+        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=64))
+        runners = []
+        for i in range(24):
+            r = runner_module.ThreadRunner()
+            r.core = Core(i)  # type: ignore[assignment]
+            runners.append(r)
+        steps = []
+        for r in runners:  # asked in this order, each once the one before is queued
+            steps.append(asyncio.create_task(r.step(False)))
+            await asyncio.sleep(0)
+        await asyncio.gather(*steps)
+
+    asyncio.run(run())
+    assert peak[0] <= runner_module.PARSE_THREADS
+    assert started == list(range(24))

@@ -367,3 +367,38 @@ def test_serve_metrics_count_every_workflow(tmp_path: Path) -> None:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
+
+
+async def test_serve_starts_its_worker_threads_before_following_and_never_on_the_loop(tmp_path: Path,
+                                                                                       monkeypatch) -> None:
+    """Starting a thread waits until the new thread runs, which on a loaded machine can take long: the
+    worker pool serve's checkpoints and endpoint threads use is started whole, off the event loop, before
+    any workflow is followed, so no workflow's latency ever includes a thread start on the loop."""
+    from streamer.serve import supervisor as supervisor_module
+    from streamer.serve.config import ServeConfig
+    from streamer.serve.supervisor import Supervisor
+
+    root = tmp_path / "root"
+    submit = generate(root / "wf", jobs=3, seed=3)
+    starts: list[tuple[str, int]] = []
+    original = threading.Thread.start
+
+    def start(self: threading.Thread) -> None:
+        starts.append((self.name, threading.get_ident()))
+        original(self)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    supervisor = Supervisor(ServeConfig(roots=[root], state_dir=tmp_path / "state",
+                                        workflow_dest=["file://{submit_dir}/events.jsonl"], timezone="UTC"))
+    task = asyncio.create_task(supervisor.run())
+    deadline = time.monotonic() + 60
+    while not (submit / "monitord.done").exists():
+        assert time.monotonic() < deadline and not task.done()
+        await asyncio.sleep(0.05)
+    supervisor.stop()
+    assert await asyncio.wait_for(task, 30) == 0
+    loop_thread = threading.get_ident()
+    pool = [ident for name, ident in starts if name.startswith("streamer-serve")]
+    assert len(pool) == supervisor_module.WORKER_THREADS
+    assert loop_thread not in pool
+    assert (submit / "events.jsonl").read_bytes().count(b"\n") > 0
