@@ -72,7 +72,8 @@ class DeadLetters(Layer):
         """Messages the broker returned (unroutable with `mandatory`): their bodies are the events' JSON."""
         returned = getattr(self.inner, "returned", None)
         if returned:
-            taken, self.inner.returned = list(returned), []
+            taken = list(returned)
+            returned.clear()  # the endpoint's own list: it keeps appending to it
             for body, reason in taken:
                 await self._dead_letter_json(orjson.loads(body), reason)
 

@@ -23,7 +23,7 @@ import errno
 import logging
 import os
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Protocol, Sequence
 from urllib.parse import unquote, urlsplit
 
 import aiofiles
@@ -45,6 +45,15 @@ log = logging.getLogger("streamer.endpoints.file")
 
 TAIL = 32
 """Bytes before a mark saved with it (a file is recognised by its device, inode and these bytes)."""
+
+
+class _AsyncFile(Protocol):
+    """What the endpoint uses of an aiofiles binary file (aiofiles ships no types)."""
+
+    async def write(self, data: bytes) -> int: ...
+    async def flush(self) -> None: ...
+    async def close(self) -> None: ...
+    def fileno(self) -> int: ...
 
 
 def file_path(url: EndpointURL) -> Path:
@@ -87,7 +96,7 @@ class FileEndpoint(Endpoint):
         self.fsync = self.flag("fsync")
         self.truncate = self._truncates()
         self.state_key = f"file:{self.path.absolute()}"
-        self._file = None
+        self._file: _AsyncFile | None = None
         self._dirty = False
         self._resume: dict[str, Any] | None = None
         self._identity: tuple[int, int] = (0, 0)
@@ -126,13 +135,17 @@ class FileEndpoint(Endpoint):
         return {"length": length, "dev": self._identity[0], "ino": self._identity[1], "tail": tail.hex()}
 
     async def open(self) -> None:
+        await self._open()
+
+    async def _open(self) -> _AsyncFile:
+        """Open the file (resuming or truncating it as asked) and return it."""
         if self.path.is_dir():
             raise EndpointError(f"{self.path}: is a directory")
         try:
             if self._resume is not None and not self.truncate:
                 self._cut_back(self._resume)
-            self._file = await aiofiles.open(self.path, "wb" if self.truncate else "ab")
-            st = os.fstat(self._file.fileno())
+            self._file = file = await aiofiles.open(self.path, "wb" if self.truncate else "ab")
+            st = os.fstat(file.fileno())
         except OSError as exc:
             raise EndpointError(f"{self.path}: cannot open for writing: {exc.strerror or exc}") from None
         self._identity = (st.st_dev, st.st_ino)
@@ -142,6 +155,7 @@ class FileEndpoint(Endpoint):
             with open(self.path, "rb") as fh:
                 fh.seek(max(0, st.st_size - TAIL))
                 self._tail = fh.read(TAIL)
+        return file
 
     def _same_tail(self, mark: dict[str, Any]) -> bool:
         tail = bytes.fromhex(str(mark.get("tail", "")))
@@ -180,8 +194,7 @@ class FileEndpoint(Endpoint):
         await self.write_marked(batch, ())
 
     async def write_marked(self, batch: Sequence[Event], ends: Sequence[int]) -> list[Any]:
-        if self._file is None:
-            await self.open()
+        file = self._file if self._file is not None else await self._open()
         marks: list[dict[str, Any]] = []
         tail = self._tail
         if len(ends) <= 1:
@@ -200,11 +213,11 @@ class FileEndpoint(Endpoint):
                 start = end
             data = b"".join(parts)
         try:
-            await self._file.write(data)
-            await self._file.flush()
+            await file.write(data)
+            await file.flush()
         except OSError as exc:
             if self._spooled and exc.errno in RETRIABLE_ERRNOS:
-                await self._undo_partial()
+                await self._undo_partial(file)
                 raise Unavailable("write failed", f"{self.path}: write failed: {exc.strerror or exc}") from None
             raise EndpointError(f"{self.path}: write failed: {exc.strerror or exc}") from None
         self._length += len(data)
@@ -216,9 +229,9 @@ class FileEndpoint(Endpoint):
         """Under the spooling layer: a full or failing disk makes the batch wait in the spool (not an error)."""
         self._spooled = True
 
-    async def _undo_partial(self) -> None:
+    async def _undo_partial(self, file: _AsyncFile) -> None:
         """Cut off what a failed write left of its batch; the next write reopens the file to append."""
-        file, self._file = self._file, None
+        self._file = None
         try:
             await file.close()
         except OSError:  # the buffered rest cannot be written either: dropped with the cut below

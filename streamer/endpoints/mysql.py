@@ -354,8 +354,8 @@ def statements(plan: Plan) -> list[tuple[str, list[tuple[Any, ...]]]]:
     for table, changes in plan.updates.items():
         pk = ID_TABLES[table]
         groups: dict[tuple[str, ...], list[tuple[Any, ...]]] = {}
-        for key, cols in changes.items():
-            groups.setdefault(tuple(cols), []).append((*cols.values(), key))
+        for key, changed in changes.items():
+            groups.setdefault(tuple(changed), []).append((*changed.values(), key))
         for names, rows in groups.items():
             sets = ", ".join(f"{schema.quote(c)} = %s" for c in names)
             out.append((f"UPDATE {schema.quote(table)} SET {sets} WHERE {pk} = %s", rows))

@@ -138,7 +138,9 @@ class _Scanner:
 
         size = len(buf)
         while True:
-            pos = (_BLANK_COMMAS if self.state == IN_ARRAY else _BLANK).match(buf, pos).end()
+            blank = (_BLANK_COMMAS if self.state == IN_ARRAY else _BLANK).match(buf, pos)
+            assert blank is not None, "a pattern of `*` matches everywhere"
+            pos = blank.end()
             if pos >= size:
                 break
             byte = buf[pos:pos + 1]
