@@ -123,8 +123,10 @@ def mysql_fault(exc: BaseException) -> str | None:
     """The transient kind of an asyncmy exception (`resilience`), or None when it is a real error."""
     if _is_lost(exc):
         return CONNECTION
-    return _TRANSIENT_CODES.get(_code(exc)) if mysql_errors is not None and isinstance(  # type: ignore[arg-type]
-        exc, mysql_errors.MySQLError) else None
+    if mysql_errors is None or not isinstance(exc, mysql_errors.MySQLError):
+        return None
+    code = _code(exc)
+    return None if code is None else _TRANSIENT_CODES.get(code)
 
 
 class MySQLEndpoint(Endpoint):
