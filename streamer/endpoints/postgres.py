@@ -41,7 +41,7 @@ log = logging.getLogger("streamer.endpoints.db")
 try:
     import asyncpg
 except ModuleNotFoundError:  # pragma: no cover - asyncpg is a runtime dependency
-    asyncpg = None  # type: ignore[assignment]
+    asyncpg = None
 
 _ADVISORY_LOCK = 0x5354414D  # "STAM": serialises schema creation between writers
 

@@ -231,7 +231,7 @@ async def read_once(status: StatusSource, idle: float) -> None:
             status.feed(batch.events)
     finally:
         with contextlib.suppress(Exception):
-            await batches.aclose()  # type: ignore[attr-defined]
+            await batches.aclose()
         await source.close()
 
 
