@@ -152,6 +152,18 @@ async def connect(target: AMQPTarget, options: dict[str, Any], *,
         raise BrokerUnavailable(f"cannot connect to {target.display}: {reason}", permanent=permanent) from None
 
 
+def closed_future(connection: aio_pika.abc.AbstractConnection) -> asyncio.Future[None]:
+    """A future the connection's closing completes (on the running loop)."""
+    closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def done(*_: Any) -> None:
+        if not closed.done():
+            closed.set_result(None)
+
+    connection.close_callbacks.add(done)
+    return closed
+
+
 def _reason(exc: BaseException) -> str:
     text = str(exc) or type(exc).__name__
     return mask(text)

@@ -14,8 +14,6 @@ import sqlite3
 import sys
 from pathlib import Path
 
-EXAMPLE = {"jobs": 12, "scenario": ["retry", "held", "hierarchical"], "seed": 7, "label": "example"}
-
 
 async def run_demo(out: Path, *, quiet: bool = False) -> int:
     from .config import EndpointSpec
@@ -27,7 +25,7 @@ async def run_demo(out: Path, *, quiet: bool = False) -> int:
     if workflow.exists():
         shutil.rmtree(workflow)
     out.mkdir(parents=True, exist_ok=True)
-    generate(workflow, **EXAMPLE)
+    generate(workflow, jobs=12, scenario=["retry", "held", "hierarchical"], seed=7, label="example")
     source = WorkflowSource(workflow)
     db_url = source.default_db_url()
     events_file = out / "events.jsonl"

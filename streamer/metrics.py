@@ -181,10 +181,11 @@ class Metrics:
             row[3] += _errors(route)
             row[4] += _reconnects(route.endpoint)
             row[5] = max(row[5], bus.lag(route))
+        families: tuple[CounterMetricFamily | GaugeMetricFamily, ...] = (out, buffer, overflow, errors, reconnects, lag)
         for name, row in per.items():
-            for family, value in zip((out, buffer, overflow, errors, reconnects, lag), row):
+            for family, value in zip(families, row):
                 family.add_metric([name], value)
-        yield from (out, buffer, overflow, errors, reconnects, lag)
+        yield from families
         active = GaugeMetricFamily("streamer_workflows_active", "Workflows followed now")
         active.add_metric([], self.workflows())
         yield active

@@ -8,7 +8,7 @@ import sys
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable, TextIO
+from typing import TYPE_CHECKING, Any, Callable, TextIO
 
 from .core.bus import Bus, BusError, make_route
 from .config import EndpointSpec
@@ -19,6 +19,9 @@ from .events.codec import JSON_LINES
 from .runtime import install_signal_handlers
 from .sources.base import Batch, Source, SourceError
 from .urls import mask
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
 
 log = logging.getLogger("streamer")
 
@@ -193,7 +196,7 @@ async def start_metrics(address: str | None, bus: Bus, source: Source) -> Any:
     return exporter
 
 
-def print_summary(result: RunResult, stream: TextIO, *, bad_lines: int = 0) -> None:
+def print_summary(result: RunResult, stream: SupportsWrite[str], *, bad_lines: int = 0) -> None:
     rate = result.events / result.seconds if result.seconds > 0 else 0.0
     stream.write(f"streamer: {result.events:,} events read in {result.seconds:.2f} s ({rate:,.0f} events/s)\n")
     for name, delivered, failed in result.delivered:

@@ -82,9 +82,10 @@ def with_password(url: EndpointURL, options: dict[str, Any] | None = None) -> En
         except OSError as exc:
             raise ValueError(f"{url.masked}: password_file {source}: {exc.strerror or exc}") from None
     else:
-        password = os.environ.get(str(source))
-        if password is None:
+        from_env = os.environ.get(str(source))
+        if from_env is None:
             raise ValueError(f"{url.masked}: password_env: the environment variable {source} is not set")
+        password = from_env
     parts = urlsplit(url.raw)
     user, at, host = parts.netloc.rpartition("@")
     if not at:

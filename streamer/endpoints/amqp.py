@@ -358,7 +358,7 @@ class AMQPEndpoint(Endpoint):
             log.warning("%s: unroutable (no queue bound, dropped by the broker): %s; "
                         "further ones are counted and summarised at close", self.name, ", ".join(new_keys))
         self.published += len(futures) - len(bad)
-        return (cause, bad) if bad else None
+        return None if cause is None else (cause, bad)  # a cause comes with the first bad index
 
     async def _publish_until_confirmed(self, items: list[Item]) -> None:
         """Publish until every message is confirmed, reconnecting with back-off (the one retry loop,

@@ -63,7 +63,8 @@ class DeadLetters(Layer):
         stats = getattr(self.inner, "stats", None)
         refused = getattr(stats, "refused", None)
         if refused:  # events the endpoint left out of a batch it wrote (a value its column cannot hold, ...)
-            taken, stats.refused = list(refused), []  # type: ignore[union-attr]
+            taken = list(refused)
+            refused.clear()  # the endpoint's own list: it keeps appending to it
             for event, reason in taken:
                 await self._dead_letter(event, reason)
         await self._returned()
@@ -72,7 +73,8 @@ class DeadLetters(Layer):
         """Messages the broker returned (unroutable with `mandatory`): their bodies are the events' JSON."""
         returned = getattr(self.inner, "returned", None)
         if returned:
-            taken, self.inner.returned = list(returned), []
+            taken = list(returned)
+            returned.clear()  # the endpoint's own list: it keeps appending to it
             for body, reason in taken:
                 await self._dead_letter_json(orjson.loads(body), reason)
 

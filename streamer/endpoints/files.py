@@ -127,13 +127,17 @@ class FileEndpoint(Endpoint):
         return {"length": length, "dev": self._identity[0], "ino": self._identity[1], "tail": tail.hex()}
 
     async def open(self) -> None:
+        await self._open()
+
+    async def _open(self) -> BinaryIO:
+        """Open the file (resuming or truncating it as asked) and return it."""
         if self.path.is_dir():
             raise EndpointError(f"{self.path}: is a directory")
         try:
             if self._resume is not None and not self.truncate:
                 self._cut_back(self._resume)
-            self._file = open(self.path, "wb" if self.truncate else "ab", buffering=0)  # noqa: SIM115 - held open
-            st = os.fstat(self._file.fileno())
+            self._file = file = open(self.path, "wb" if self.truncate else "ab", buffering=0)  # noqa: SIM115
+            st = os.fstat(file.fileno())
         except OSError as exc:
             raise EndpointError(f"{self.path}: cannot open for writing: {exc.strerror or exc}") from None
         self._identity = (st.st_dev, st.st_ino)
@@ -143,6 +147,7 @@ class FileEndpoint(Endpoint):
             with open(self.path, "rb") as fh:
                 fh.seek(max(0, st.st_size - TAIL))
                 self._tail = fh.read(TAIL)
+        return file
 
     def _same_tail(self, mark: dict[str, Any]) -> bool:
         tail = bytes.fromhex(str(mark.get("tail", "")))
@@ -181,8 +186,7 @@ class FileEndpoint(Endpoint):
         await self.write_marked(batch, ())
 
     async def write_marked(self, batch: Sequence[Event], ends: Sequence[int]) -> list[Any]:
-        if self._file is None:
-            await self.open()
+        file = self._file if self._file is not None else await self._open()
         marks: list[dict[str, Any]] = []
         tail = self._tail
         if len(ends) <= 1:
@@ -200,8 +204,6 @@ class FileEndpoint(Endpoint):
                 marks.append(self._mark(total, tail))
                 start = end
             data = b"".join(parts)
-        file = self._file
-        assert file is not None
         try:
             if len(data) <= INLINE_WRITE:
                 _write_all(file, data)
@@ -209,7 +211,7 @@ class FileEndpoint(Endpoint):
                 await asyncio.to_thread(_write_all, file, data)
         except OSError as exc:
             if self._spooled and exc.errno in RETRIABLE_ERRNOS:
-                await self._undo_partial()
+                await self._undo_partial(file)
                 raise Unavailable("write failed", f"{self.path}: write failed: {exc.strerror or exc}") from None
             raise EndpointError(f"{self.path}: write failed: {exc.strerror or exc}") from None
         self._length += len(data)
@@ -221,12 +223,11 @@ class FileEndpoint(Endpoint):
         """Under the spooling layer: a full or failing disk makes the batch wait in the spool (not an error)."""
         self._spooled = True
 
-    async def _undo_partial(self) -> None:
+    async def _undo_partial(self, file: BinaryIO) -> None:
         """Cut off what a failed write left of its batch; the next write reopens the file to append."""
-        file, self._file = self._file, None
+        self._file = None
         try:
-            if file is not None:
-                file.close()
+            file.close()
         except OSError:  # unbuffered: nothing is left to write; a failing close changes nothing here
             pass
         try:

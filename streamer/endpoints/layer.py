@@ -44,7 +44,7 @@ class Layer(Endpoint):
             object.__setattr__(self, name, value)
 
     @property
-    def unencodable(self) -> int:  # type: ignore[override]
+    def unencodable(self) -> int:
         return self.inner.unencodable
 
     @unencodable.setter

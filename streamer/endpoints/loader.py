@@ -174,6 +174,13 @@ class Loader:
                      f"(SELECT w.root_wf_id FROM workflow w WHERE {cond})", params),
         ]
 
+    def _seeded(self, uuid: str) -> _Wf:
+        """A workflow the seeding queries returned (its job and task rows join on it)."""
+        wf = self.wfs.get(uuid)
+        if wf is None:
+            raise LookupError(f"a job or task row of workflow {uuid}, which the database did not return")
+        return wf
+
     def seed(self, uuids: Sequence[str],
              results: Mapping[str, Sequence[Sequence[Any]]]) -> list[tuple[str, str, list[Any]]]:
         """Take query results; returns the follow-up queries to run (then `seed` their rows too)."""
@@ -184,7 +191,7 @@ class Loader:
             self.wfs[uuid] = _Wf(int(wf_id), root, parent, dax=None if dax_file is None else (dax_file, dag_file))
             found.append(uuid)
         for uuid, exec_id, job_id in results.get("job", ()):
-            self.wfs[uuid].jobs[exec_id] = job_id  # type: ignore[union-attr]
+            self._seeded(uuid).jobs[exec_id] = job_id
         follow: list[tuple[str, str, list[Any]]] = []
         if "job" in results:  # the dax job is Triana's (who declares `unit:` jobs) alone
             for uuid in uuids:
@@ -197,7 +204,7 @@ class Loader:
         for inst_id, inv_id in results.get("triana_invocation", ()):
             self.triana_invocations.setdefault(inst_id, []).append(inv_id)
         for uuid, abs_id, task_id in results.get("task", ()):
-            self.wfs[uuid].tasks[abs_id] = task_id  # type: ignore[union-attr]
+            self._seeded(uuid).tasks[abs_id] = task_id
         for job_id, seq, inst_id, host_id in results.get("job_instance", ()):
             self.insts.setdefault(job_id, {})[seq] = inst_id
             if host_id is not None:

@@ -123,8 +123,10 @@ def mysql_fault(exc: BaseException) -> str | None:
     """The transient kind of an asyncmy exception (`resilience`), or None when it is a real error."""
     if _is_lost(exc):
         return CONNECTION
-    return _TRANSIENT_CODES.get(_code(exc)) if mysql_errors is not None and isinstance(  # type: ignore[arg-type]
-        exc, mysql_errors.MySQLError) else None
+    if mysql_errors is None or not isinstance(exc, mysql_errors.MySQLError):
+        return None
+    code = _code(exc)
+    return None if code is None else _TRANSIENT_CODES.get(code)
 
 
 class MySQLEndpoint(Endpoint):
@@ -354,8 +356,8 @@ def statements(plan: Plan) -> list[tuple[str, list[tuple[Any, ...]]]]:
     for table, changes in plan.updates.items():
         pk = ID_TABLES[table]
         groups: dict[tuple[str, ...], list[tuple[Any, ...]]] = {}
-        for key, cols in changes.items():
-            groups.setdefault(tuple(cols), []).append((*cols.values(), key))
+        for key, changed in changes.items():
+            groups.setdefault(tuple(changed), []).append((*changed.values(), key))
         for names, rows in groups.items():
             sets = ", ".join(f"{schema.quote(c)} = %s" for c in names)
             out.append((f"UPDATE {schema.quote(table)} SET {sets} WHERE {pk} = %s", rows))

@@ -71,8 +71,9 @@ class Option:
 
     @property
     def kind(self) -> str:
-        names = {parse_bool: "true|false", parse_size: "SIZE", parse_duration: "SECONDS", parse_count: "N",
-                 parse_text: "TEXT", parse_filter: "PATTERNS"}
+        names: dict[Callable[[Any], Any], str] = {
+            parse_bool: "true|false", parse_size: "SIZE", parse_duration: "SECONDS", parse_count: "N",
+            parse_text: "TEXT", parse_filter: "PATTERNS"}
         return names.get(self.parse) or (self.parse.__doc__ or "value")
 
 

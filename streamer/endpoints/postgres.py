@@ -41,7 +41,7 @@ log = logging.getLogger("streamer.endpoints.db")
 try:
     import asyncpg
 except ModuleNotFoundError:  # pragma: no cover - asyncpg is a runtime dependency
-    asyncpg = None  # type: ignore[assignment]
+    asyncpg = None
 
 _ADVISORY_LOCK = 0x5354414D  # "STAM": serialises schema creation between writers
 
@@ -222,13 +222,16 @@ class PostgresEndpoint(Endpoint):
 
     async def _write_once(self, events: list[Event]) -> None:
         loader = self._loader
+        writers = self._writers
+        if writers is None:
+            raise EndpointError(f"{self.name}: write before open or after close")
         uuids = loader.mentioned_uuids(events)
-        await self._writers.announce(uuids)
+        await writers.announce(uuids)
         async with self._pool.acquire() as conn:
             async with conn.transaction():
                 # One writer per workflow at a time (locks taken in one order: no deadlock between them);
                 # what another writer of the same workflow committed is re-read before planning.
-                shared = await self._writers.serialize(conn, uuids)
+                shared = await writers.serialize(conn, uuids)
                 if shared:
                     loader.forget(shared)
                     loader.joined.update(shared)

@@ -224,7 +224,7 @@ COPY_THRESHOLD = 64
 try:
     from asyncpg.exceptions import UniqueViolationError as UniqueViolation
 except ModuleNotFoundError:  # pragma: no cover - asyncpg is a runtime dependency
-    UniqueViolation = Exception  # type: ignore[assignment,misc]
+    UniqueViolation = Exception
 
 
 async def ensure_postgres(conn: Any) -> None:

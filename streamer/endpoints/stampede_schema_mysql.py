@@ -61,8 +61,8 @@ def create_table_sql(table: Table) -> str:
             lines.append(f"\t{text}")
         elif text.startswith("CHECK"):
             lines.append(f"\t{text}")
-    for name, col in table.indexes:
-        lines.append(f"\tKEY {_q(name)} ({_q(col)})")
+    for name, column in table.indexes:
+        lines.append(f"\tKEY {_q(name)} ({_q(column)})")
     body = ",\n".join(lines)
     return f"CREATE TABLE IF NOT EXISTS {_q(table.name)} (\n{body}\n) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"
 

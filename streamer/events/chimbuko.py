@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import hashlib
 from types import UnionType
-from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired, Optional, Union, get_args, get_origin
+from typing import (TYPE_CHECKING, Annotated, Any, Literal, NotRequired, Optional, TypeGuard, Union, get_args,
+                    get_origin)
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
@@ -339,7 +340,7 @@ def classify(record: dict[str, Any], collection: str | None = None) -> str | Non
     return None
 
 
-def looks_like_record(record: Any) -> bool:
+def looks_like_record(record: Any) -> TypeGuard[dict[str, Any]]:
     return isinstance(record, dict) and "event" not in record and classify_quietly(record) is not None
 
 

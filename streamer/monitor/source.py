@@ -118,7 +118,7 @@ class WorkflowSource(Source):
             else:
                 self.notes.append(f"resuming {self.dagman_out} from line {_line_of(data, self.dagman_out)} "
                                   f"(state {self.state_path})")
-        return self._loaded  # type: ignore[return-value]
+        return self._loaded
 
     def _read_state(self) -> dict[str, Any] | None:
         try:

@@ -146,9 +146,10 @@ class Tracker:
                 handle.seek(entry.offset)
                 data = handle.read(max_bytes)
                 if b"\n" not in data and len(data) == max_bytes:
-                    data = self._long_line(entry, handle, data)
-                    if data is None:
+                    long_line = self._long_line(entry, handle, data)
+                    if long_line is None:
                         return
+                    data = long_line
         except FileNotFoundError:
             entry.eof = True
             entry.idle_polls += 1
@@ -210,6 +211,7 @@ class Tracker:
 
     def _skip_long_line(self, entry: Tracked, engine: Workflow, handle: Any, size: int, final: bool) -> None:
         """Read on past an overlong line until its newline (or, in replay, the end of the file)."""
+        assert entry.skip_to is not None, "only an entry skipping an overlong line comes here"
         handle.seek(entry.skip_to)
         while True:
             data = handle.read(SKIP_READ)

@@ -11,13 +11,16 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import ConfigError, EndpointSpec, normalise_url
 from ..core.dbnaming import default_db_url
 from ..runtime import MaskingFormatter, run
 from ..urls import mask
 from . import files, options, properties, stats
+
+if TYPE_CHECKING:
+    from ..endpoints.base import Endpoint
 
 log = logging.getLogger("streamer.monitord")
 
@@ -273,7 +276,7 @@ async def run_plan(plan: Plan) -> int:
     source = WorkflowSource(plan.dagman_out, follow=follow, recursive=opts.recursive,
                             state_path=state_path, engine=engine_options(plan))
     source.poll_max = 0.2
-    extra = []
+    extra: list[tuple[Endpoint, EndpointSpec]] = []
     notifier = None
     if plan.notifications:
         from .notifier import NotificationEndpoint, bin_dir

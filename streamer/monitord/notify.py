@@ -170,7 +170,8 @@ class _Workflow:
 class _Instance:
     attempt: int = 0
     kickstart: list[int] = field(default_factory=list)
-    held: list[tuple[int, float, dict[str, list[str]]]] = field(default_factory=list)
+    held: list[tuple[int, object, dict[str, list[str]]]] = field(default_factory=list)
+    """(task, the `inv.end`'s ts as received — `_base` reads it —, its actions)."""
     files: dict[str, str] = field(default_factory=dict)
 
 
@@ -269,6 +270,15 @@ class Matcher:
                 "PEGASUS_EVENT_TIMESTAMP_ISO": isodate(moment), "PEGASUS_SUBMIT_DIR": wf.submit_dir,
                 "PEGASUS_WFID": wf.wfid}
 
+    @staticmethod
+    def _job_actions(wf: _Workflow, event: Event) -> tuple[str, dict[str, list[str]]] | None:
+        """The event's job id and that job's notification rules, if it has any."""
+        job = event.fields.get("job.id")
+        if not isinstance(job, str):
+            return None
+        actions = wf.rules.job.get(job)
+        return (job, actions) if actions else None
+
     def _out(self, wf: _Workflow, actions: dict[str, list[str]], fire: list[tuple[str, str]],
              extra: dict[str, str], ts: Any) -> list[Notification]:
         out = []
@@ -322,11 +332,11 @@ class Matcher:
         return extra
 
     def _main_start(self, wf: _Workflow, event: Event) -> list[Notification]:
-        job = event.fields.get("job.id")
-        actions = wf.rules.job.get(job) if isinstance(job, str) else None
+        found = self._job_actions(wf, event)
         self._instance(wf, event)
-        if not actions:
+        if found is None:
             return []
+        job, actions = found
         fire = [(c, "start") for c in actions if CANONICAL[c.lower()] in ("start", "all")]
         extra = {"PEGASUS_JOBID": job, **self._files(wf, event)}
         return self._out(wf, actions, fire, extra, event.fields.get("ts"))
@@ -338,7 +348,7 @@ class Matcher:
         instance = self._instance(wf, event)
         code = event.fields.get("exitcode")
         try:
-            instance.kickstart.append(int(code))
+            instance.kickstart.append(0 if code is None else int(code))
         except (TypeError, ValueError):
             instance.kickstart.append(0)
         job = event.fields.get("job.id")
@@ -388,10 +398,10 @@ class Matcher:
         return self._job_end(wf, event, ok, code, instance.files if instance else {})
 
     def _job_end(self, wf: _Workflow, event: Event, ok: bool, code: Any, files: dict[str, str]) -> list[Notification]:
-        job = event.fields.get("job.id")
-        actions = wf.rules.job.get(job) if isinstance(job, str) else None
-        if not actions:
+        found = self._job_actions(wf, event)
+        if found is None:
             return []
+        job, actions = found
         fire = [(c, e) for c in actions if (e := _end_matches(c, ok)) is not None]
         extra = {"PEGASUS_JOBID": job, **files, "PEGASUS_STATUS": str(code)}
         return self._out(wf, actions, fire, extra, event.fields.get("ts"))

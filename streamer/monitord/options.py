@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import logging
 from dataclasses import dataclass, field
+from typing import NoReturn
 
 log = logging.getLogger("streamer.monitord")
 
@@ -91,7 +92,7 @@ class Options:
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # never exit on a usage problem: record it
+    def error(self, message: str) -> NoReturn:  # never exit on a usage problem: record it
         raise _Problem(message)
 
 

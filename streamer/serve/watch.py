@@ -20,7 +20,10 @@ import asyncio
 import logging
 import os
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    from asyncinotify import Inotify, Watch
 
 log = logging.getLogger("streamer.serve")
 
@@ -47,8 +50,8 @@ class TreeWatcher:
         self.on_candidate = on_candidate
         self.on_write = on_write
         self.poll = poll
-        self._inotify = None
-        self._watches: dict[str, object] = {}  # directory -> Watch
+        self._inotify: Inotify | None = None
+        self._watches: dict[str, Watch] = {}  # directory -> Watch
         self.inotify = False
 
     def start(self) -> None:
@@ -107,8 +110,10 @@ class TreeWatcher:
         prefix = submit_dir.rstrip("/") + "/"
         for directory in [d for d in self._watches if d == submit_dir or d.startswith(prefix)]:
             watch = self._watches.pop(directory)
+            if self._inotify is None:  # closed: its watches went with it
+                continue
             try:
-                self._inotify.rm_watch(watch)  # type: ignore[union-attr]
+                self._inotify.rm_watch(watch)
             except (OSError, ValueError):
                 pass
 

@@ -20,7 +20,7 @@ from typing import Any, AsyncIterator
 
 import orjson
 
-from ..amqpconn import BrokerUnavailable, connect, parse_target
+from ..amqpconn import BrokerUnavailable, closed_future, connect, parse_target
 from ..core.options import is_true
 from ..events import jsonenc
 from ..core.filters import EventFilter
@@ -132,8 +132,7 @@ class AMQPSource(Source):
 
         tag = await queue.consume(on_message)
         stop = asyncio.ensure_future(self._stopped.wait())
-        closed = asyncio.get_running_loop().create_future()
-        self._connection.close_callbacks.add(lambda *_: closed.done() or closed.set_result(None))
+        closed = closed_future(self._connection)
         try:
             while not self._stopped.is_set():
                 get = asyncio.ensure_future(inbox.get())

@@ -44,7 +44,7 @@ import random
 import time
 from typing import Any, AsyncIterator
 
-from ..amqpconn import BrokerUnavailable, connect, parse_target
+from ..amqpconn import BrokerUnavailable, closed_future, connect, parse_target
 from ..core.options import parse_bool
 from ..urls import mask
 from .amqp import binding_keys, decode_message
@@ -135,8 +135,7 @@ class QueueSource(Source):
             raise SourceError(f"{self.target.display}: {mask(str(exc) or type(exc).__name__)}") from None
         inbox: asyncio.Queue[Any] = asyncio.Queue()
         await queue.consume(inbox.put)
-        closed = asyncio.get_running_loop().create_future()
-        self._connection.close_callbacks.add(lambda *_: closed.done() or closed.set_result(None))
+        closed = closed_future(self._connection)
         return inbox, closed
 
     async def _sleep(self, seconds: float) -> None:

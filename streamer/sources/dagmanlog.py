@@ -180,13 +180,14 @@ class DagmanJobstate:
         if not match:
             raise DagmanLogError("not a DAGMan jobstate.log line "
                                  "(<ts> <node> <EVENT> <condor id> <tag> - <seq>, or <ts> INTERNAL *** ... ***)")
-        ts, node, event, condor, tag, _unused, seq_text = match.groups()
+        ts_text, node, event, condor, tag, _unused, seq_text = match.groups()
         try:
             seq = int(seq_text)
         except ValueError:
             raise DagmanLogError(f"sequence number {seq_text!r} is not an integer") from None
-        self._plan(int(ts), out)
-        self._node(int(ts), node, event, condor, tag, seq, out)
+        ts = int(ts_text)
+        self._plan(ts, out)
+        self._node(ts, node, event, condor, tag, seq, out)
         return out
 
     def _emit(self, out: list[Event], name: str, fields: dict[str, Any]) -> None:

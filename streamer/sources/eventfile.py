@@ -15,7 +15,7 @@ import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable
+from typing import Any, AsyncIterator, Callable, Sequence
 
 import orjson
 
@@ -120,7 +120,7 @@ class EventFileSource(Source):
     position_type: type[FilePosition] = FilePosition
     """What a file's checkpointed position holds (a subclass may carry its reading state too)."""
 
-    def __init__(self, paths: list[str | Path], *, follow: bool = False, checkpoint: str | Path | None = None,
+    def __init__(self, paths: Sequence[str | Path], *, follow: bool = False, checkpoint: str | Path | None = None,
                  strict: bool = False, poll_interval: float = 0.2,
                  report: Callable[[str], None] | None = None) -> None:
         self.paths = [Path(p) for p in paths]

@@ -71,13 +71,13 @@ class JobstateSource(Source):
         """Decide, for this endpoint set (masked URLs and filters; None: not checked), whether to resume."""
         self.destinations = destinations
         self.notes = []
-        saved = self._saved
+        saved, state_path = self._saved, self.state_path
         self.start, self.resumed, self._marks = None, False, {}
-        if saved is None:
+        if saved is None or state_path is None:  # nothing saved (a state is only read from a state_path)
             return
         self.converter = converter_for(self.path)  # fresh, unless the saved one is resumed below
         started = "position" in saved  # else only the marks of a run that never checkpointed
-        resume, note = resume_refusal(self.state_path, saved.get("destinations"), resume=self.resume,
+        resume, note = resume_refusal(state_path, saved.get("destinations"), resume=self.resume,
                                       destinations=destinations, started=started)
         if note:
             self.notes.append(note)

@@ -31,7 +31,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Sequence
 
 import orjson
 
@@ -138,7 +138,9 @@ class _Scanner:
 
         size = len(buf)
         while True:
-            pos = (_BLANK_COMMAS if self.state == IN_ARRAY else _BLANK).match(buf, pos).end()
+            blank = (_BLANK_COMMAS if self.state == IN_ARRAY else _BLANK).match(buf, pos)
+            assert blank is not None, "a pattern of `*` matches everywhere"
+            pos = blank.end()
             if pos >= size:
                 break
             byte = buf[pos:pos + 1]
@@ -199,7 +201,7 @@ class ProvenanceSource(EventFileSource):
 
     position_type = RecordPosition  # positions carry the record cutter's reading state
 
-    def __init__(self, paths: list[str | Path], **options: Any) -> None:
+    def __init__(self, paths: Sequence[str | Path], **options: Any) -> None:
         super().__init__(paths, **options)
         self.kinds = {self.key(p): is_provenance_file(p) for p in self.paths}
 
@@ -303,7 +305,7 @@ def _leading_newlines(buf: bytes) -> int:
     return buf[: len(buf) - len(stripped)].count(b"\n")
 
 
-def open_source(paths: list[str | Path], **options: Any) -> EventFileSource:
+def open_source(paths: Sequence[str | Path], **options: Any) -> EventFileSource:
     """The source `streamer load` / `tail` use: provenance-aware when any file is a provenance export."""
     if any(is_provenance_file(p) for p in paths):
         return ProvenanceSource(paths, **options)

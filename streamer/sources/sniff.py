@@ -62,9 +62,9 @@ def check_event_file(path: Path) -> None:
     if len(sample) < SAMPLE:
         return  # a short file: the reader reports its malformed lines one by one
     reason = ""
-    for number, line in sample:
+    for number, raw in sample:
         try:
-            if decode_line(line) is not None:
+            if decode_line(raw) is not None:
                 return
         except ValueError as exc:
             reason = reason or f"line {number}: {exc}"

@@ -64,13 +64,15 @@ class StatusSource:
         self.long = long
         self.warnings: list[str] = []
         self.error: BaseException | None = None
+        self.report: Callable[[str], None] = self._keep_warning
+        """Where a source's warnings go: the view's last five by default."""
 
     def feed(self, events: list[Any]) -> None:
         if self.filter is not None:
             events = [e for e in events if self.filter.match(e.name)]
         self.tracker.feed(events)
 
-    def report(self, message: str) -> None:
+    def _keep_warning(self, message: str) -> None:
         self.warnings.append(message)
         del self.warnings[:-5]
 
@@ -203,7 +205,10 @@ async def read_once(status: StatusSource, idle: float) -> None:
                 _remove(scratch)
         return
     if isinstance(status, EventFileStatus):
-        status.report = lambda message: sys.stderr.write(f"streamer: {message}\n")  # type: ignore[method-assign]
+        def to_stderr(message: str) -> None:
+            sys.stderr.write(f"streamer: {message}\n")
+
+        status.report = to_stderr
         source = status.source(follow=False)
         source.report = status.report
         try:
@@ -226,7 +231,7 @@ async def read_once(status: StatusSource, idle: float) -> None:
             status.feed(batch.events)
     finally:
         with contextlib.suppress(Exception):
-            await batches.aclose()  # type: ignore[attr-defined]
+            await batches.aclose()
         await source.close()
 
 
@@ -255,11 +260,12 @@ async def watch(status: StatusSource, *, interval: float, idle: float, show: Cal
     try:
         while not stop.is_set():
             await status.refresh()
-            if feeder.done() and not feeder.cancelled() and feeder.exception() is not None and not reported:
+            error = feeder.exception() if feeder.done() and not feeder.cancelled() else None
+            if error is not None and not reported:
                 if not isinstance(status, SubmitDirStatus):
-                    raise feeder.exception()  # the events were the view's only source: say why it ended
+                    raise error  # the events were the view's only source: say why it ended
                 reported = True  # the counts still come from the dagman.out files
-                status.report(f"details stopped: {mask(str(feeder.exception()) or type(feeder.exception()).__name__)}")
+                status.report(f"details stopped: {mask(str(error) or type(error).__name__)}")
             show(status.view())
             if status.finished and (not status.finished_when_idle or loop.time() - last_event[0] >= idle):
                 ended = True

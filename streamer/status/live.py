@@ -72,15 +72,15 @@ def render(view: View, *, long: bool = False, now: float | None = None) -> Group
         rows = []
         for f in reversed(view.failures):
             when = time.strftime("%H:%M:%S", time.gmtime(f.ts)) if isinstance(f.ts, (int, float)) else "-"
-            job = f.job if f.step == "job" else f"{f.job} ({f.step})"
-            rows.append((when, f.workflow, job, "-" if f.exitcode is None else str(f.exitcode), f.host or "-",
+            step = f.job if f.step == "job" else f"{f.job} ({f.step})"
+            rows.append((when, f.workflow, step, "-" if f.exitcode is None else str(f.exitcode), f.host or "-",
                          f.stderr or f.reason or ""))
         for i, name in enumerate(("TIME", "WORKFLOW", "JOB", "EXIT", "HOST", "STDERR")):
             widest = max(len(name), *(len(r[i]) for r in rows))
             failures.add_column(name, no_wrap=True, overflow="ellipsis",
                                 min_width=None if name in ("HOST", "STDERR") else widest)
-        for row in rows:
-            failures.add_row(*row)
+        for cells in rows:
+            failures.add_row(*cells)
         parts += [Text(""), failures]
     if long and view.jobs:
         jobs = Table(title="Jobs", title_justify="left", box=None, header_style="bold")

@@ -11,7 +11,7 @@ the file writers can produce matching kickstart records.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 
 from .spec import (EVICTED, FAIL, HELD, HELD_ABORT, OK, POST_FAIL, PRE_FAIL, SUBMIT_FAIL, Job,
@@ -163,7 +163,7 @@ class Simulator:
             carry = tail
 
     def _post(self, job: Job, cid: int, *, fail: bool, more: bool,
-              attempt: int) -> Iterator[list[str]]:
+              attempt: int) -> Generator[list[str], None, list[str]]:
         """POST script end; returns lines to prepend to the retry's submission."""
         n = job.name
         lines = [self._ev("POST_SCRIPT_TERMINATED", job, cid, self.now - 4)]

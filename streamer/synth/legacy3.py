@@ -21,7 +21,10 @@ from ..events.legacy import JOB_TYPES, STATE_EVENTS
 _JOB_TYPES_3X = {"unknown": "unassigned", "stage-in-tx": "stage-in", "stage-out-tx": "stage-out",
                  "registration": "replica-reg", "inter-site-tx": "inter-site", "create-dir": "create dir",
                  "staged-compute": "staged compute"}
-_TASK_TYPES_3X = {"compute": "job"}
+_TASK_TYPES_3X: dict[object, str] = {"compute": "job"}
+"""Looked up by the raw field value (absent: None, kept as it is)."""
+_INV_KINDS_3X: dict[object, str] = {-1: "prescript", -2: "postscript"}
+"""3.x invocation kind by `inv.id`; any other value: mainjob."""
 _COMMON = {"xwf.id": "wf.id", "parent.xwf.id": "parent.wf.id", "root.xwf.id": "root.wf.id"}
 _INSTANCE = {**_COMMON, "job_inst.id": "job.id", "job.id": "exec_job.id"}
 _STD = {"stdin.file": "job_stdin", "stdout.file": "job_stdout", "stderr.file": "job_stderr"}
@@ -33,7 +36,7 @@ _PLAN = {**_COMMON, "submit.hostname": "submit_hostname", "dax.label": "dax_labe
          "submit.dir": "submit_dir", "argv": "planner_arguments"}
 
 # 4.x event -> (3.x lifecycle event or None, field renames)
-_LIFECYCLE: dict[str, tuple[str | None, dict[str, str]]] = {
+_LIFECYCLE: dict[str, tuple[str, dict[str, str]]] = {
     "stampede.job_inst.submit.start": ("stampede.jobinstance.mainjob.start", {**_INSTANCE, **_STD}),
     "stampede.job_inst.pre.start": ("stampede.jobinstance.prescript.start", _INSTANCE),
     "stampede.job_inst.pre.end": ("stampede.jobinstance.prescript.end", _INSTANCE),
@@ -85,7 +88,7 @@ def to_3x_events(events: Iterable[Event]) -> list[tuple[str, dict[str, Any]]]:
             out.append((name, _renamed(f, {**_COMMON, "parent.job.id": "parent_exec_job.id",
                                            "child.job.id": "child_exec_job.id"})))
         elif name == "stampede.inv.end":
-            kind = {-1: "prescript", -2: "postscript"}.get(f.get("inv.id"), "mainjob")
+            kind = _INV_KINDS_3X.get(f.get("inv.id"), "mainjob")
             out.append((f"stampede.invocation.{kind}", _renamed(f, {
                 **_INSTANCE, "inv.id": "task.id", "task.id": "abs_task.id", "dur": "remote_duration",
                 "argv": "arguments"})))
@@ -98,8 +101,8 @@ def to_3x_events(events: Iterable[Event]) -> list[tuple[str, dict[str, Any]]]:
                 out.append((lifecycle[0], _renamed(f, lifecycle[1], drop=("js.id",))))
             state = _state_of(event)
             if state is not None and "js.id" in f:
-                keep = {k: f[k] for k in ("ts", "level", "xwf.id", "job.id", "job_inst.id", "js.id", "sched.id",
-                                          "reason") if k in f}
+                keep: dict[str, Any] = {k: f[k] for k in ("ts", "level", "xwf.id", "job.id", "job_inst.id", "js.id",
+                                                          "sched.id", "reason") if k in f}
                 keep["state"] = state
                 out.append(("stampede.jobinstance.state", _renamed(keep, _INSTANCE)))
         else:

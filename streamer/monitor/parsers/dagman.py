@@ -98,7 +98,8 @@ class LineParser:
         iso = RE_ISO.search(line)
         if iso is None:
             return None
-        moment = datetime(*(int(iso.group(i)) for i in range(1, 7)), tzinfo=timezone.utc)
+        year, month, day, hour, minute, second = (int(iso.group(i)) for i in range(1, 7))
+        moment = datetime(year, month, day, hour, minute, second, tzinfo=timezone.utc)
         tz = iso.group(8)
         if tz.upper() != "Z":
             offset = timedelta(hours=int(iso.group(9)), minutes=int(iso.group(10)))

@@ -56,7 +56,8 @@ def epochdate(text: Any) -> int | None:
     if m is None:
         return None
     try:
-        moment = datetime(*(int(m.group(i)) for i in range(1, 7)))
+        year, month, day, hour, minute, second = (int(m.group(i)) for i in range(1, 7))
+        moment = datetime(year, month, day, hour, minute, second)
     except ValueError:
         return None
     tz = m.group(8)
