@@ -67,16 +67,24 @@ def epochdate(text: Any) -> int | None:
 
 
 def quote(text: str) -> str:
-    """monitord's URL quoting: control and non-ASCII bytes, `%`, `'` and `"` as %XX."""
+    """monitord's URL quoting: control and non-ASCII bytes, `%`, `'` and `"` as %XX.
+
+    The text's UTF-8 bytes (`errors="replace"`: a lone surrogate is `?`), each byte below 0x20, from
+    0x7F, or one of `%'"` written %XX, the others as they are. Only the runs of such characters are
+    encoded byte by byte (a job's output is mostly plain text between line breaks).
+    """
     if text.isascii() and text.isprintable() and not any(c in text for c in "%'\""):
         return text
-    out = []
-    for byte in text.encode("utf-8", errors="replace"):
-        if byte < 0x20 or byte >= 0x7F or byte in (0x25, 0x27, 0x22):
-            out.append(f"%{byte:02X}")
-        else:
-            out.append(chr(byte))
-    return "".join(out)
+    return _QUOTED.sub(_quote_run, text)
+
+
+_QUOTE_BYTE = [f"%{byte:02X}" if byte < 0x20 or byte >= 0x7F or byte in (0x25, 0x27, 0x22) else chr(byte)
+               for byte in range(256)]
+_QUOTED = re.compile("[\x00-\x1f\x7f-\U0010ffff%'\"]+")
+
+
+def _quote_run(match: re.Match[str]) -> str:
+    return "".join([_QUOTE_BYTE[byte] for byte in match.group().encode("utf-8", errors="replace")])
 
 
 @dataclass

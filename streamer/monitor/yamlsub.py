@@ -18,6 +18,7 @@ PyYAML on the corpus and on every synthetic scenario.
 from __future__ import annotations
 
 import re
+from itertools import count, repeat
 from typing import Any, Callable
 
 import yaml
@@ -77,23 +78,14 @@ _RESOLVED_MAX = 20_000
 
 class _Parser:
     def __init__(self, text: str, scalar_fallback: Callable[[str], Any] | None) -> None:
-        self.raw = text.split("\n")
-        self.lines: list[tuple[int, str, int]] = []  # (indent, content, raw line number)
-        append = self.lines.append
-        for number, line in enumerate(self.raw):
-            content = line.lstrip(" ")
-            if not content:
-                continue
-            indent = len(line) - len(content)
-            if content[-1] in " \r\t":
-                content = content.rstrip("\r \t")
-                if not content:
-                    if "\t" in line:  # PyYAML refuses or folds these (found by test_yamlsub)
-                        raise Unsupported(f"a blank line with a tab at line {number + 1}")
-                    continue
-            if indent == 0 and content[0] in "-." and (content.startswith("---") or content.startswith("...")):
-                raise Unsupported("document marker")
-            append((indent, content, number))
+        self.raw = raw = text.split("\n")
+        self.lines: list[tuple[int, str, int]]  # (indent, content, raw line number)
+        if "\t" in text or " \n" in text or "\n---" in text or "\n..." in text or text.startswith(("---", "...")):
+            self.lines = _careful_lines(raw)
+        else:  # no tab, no trailing blank, no document marker (kickstart's records): only split
+            self.lines = [(len(line) - len(content), content, number)
+                          for number, line, content in zip(count(), raw, map(str.lstrip, raw, repeat(" ")))
+                          if content]
         self.pos = 0
         self.depth = 0
         self.scalar_fallback = scalar_fallback
@@ -146,8 +138,10 @@ class _Parser:
         keep_all = keep is True
         keep_map = keep if isinstance(keep, dict) else None
         other = keep_map.get("*") if keep_map is not None else None
-        while self.pos < count:  # the hot loop of a replay: the common line is handled inline
-            line_indent, content, number = lines[self.pos]
+        resolved = _resolved
+        pos = self.pos  # kept in a local: self.pos is written back around the calls that move it
+        while pos < count:  # the hot loop of a replay: the common line is handled inline
+            line_indent, content, number = lines[pos]
             if line_indent != indent:
                 if line_indent > indent:
                     raise Unsupported(f"unexpected indentation at line {number + 1}")
@@ -167,22 +161,34 @@ class _Parser:
                 if colon < 0:
                     raise Unsupported(f"not a `key: value` line at line {number + 1}")
                 key_text, value_text = content[:colon].rstrip(" "), content[colon + 1:].lstrip(" ")
-            key = _resolved.get(key_text, _MISSING)
+            key = resolved.get(key_text, _MISSING)
             if key is _MISSING:
                 key = self.scalar(key_text, number)
             spec = True if keep_all else keep_map.get(key, other) if keep_map is not None else None
-            self.pos += 1
+            pos += 1
             if spec is None:
-                self.skip(indent, value_text)
+                if value_text and value_text[0] != "|" and value_text[0] != ">":  # a scalar: its deeper lines
+                    while pos < count and lines[pos][0] > indent:
+                        pos += 1
+                else:
+                    self.pos = pos
+                    self.skip(indent, value_text)
+                    pos = self.pos
                 continue
             if not value_text:
+                self.pos = pos
                 out[key] = self.child(indent, spec, allow_same_indent=True)
+                pos = self.pos
             elif value_text[0] == "|":
+                self.pos = pos
                 out[key] = self.literal(indent, value_text, number)
+                pos = self.pos
             else:
-                out[key] = self.scalar(value_text, number)
-                if self.pos < count and lines[self.pos][0] > indent:
+                value = resolved.get(value_text, _MISSING)
+                out[key] = value if value is not _MISSING else self.scalar(value_text, number)
+                if pos < count and lines[pos][0] > indent:
                     raise Unsupported(f"multi-line scalar at line {number + 1}")
+        self.pos = pos
         return out
 
     def child(self, indent: int, keep: Keep, *, allow_same_indent: bool) -> Any:
@@ -299,6 +305,28 @@ class _Parser:
         if self.scalar_fallback is None:
             raise Unsupported(f"scalar {text[:40]!r} at line {number + 1}")
         return self.scalar_fallback(text)
+
+
+def _careful_lines(raw: list[str]) -> list[tuple[int, str, int]]:
+    """(indent, content, raw line number) of the lines with content, trailing blanks cut; raises on a
+    document marker or a blank line holding a tab."""
+    lines: list[tuple[int, str, int]] = []
+    append = lines.append
+    for number, line in enumerate(raw):
+        content = line.lstrip(" ")
+        if not content:
+            continue
+        indent = len(line) - len(content)
+        if content[-1] in " \r\t":
+            content = content.rstrip("\r \t")
+            if not content:
+                if "\t" in line:  # PyYAML refuses or folds these (found by test_yamlsub)
+                    raise Unsupported(f"a blank line with a tab at line {number + 1}")
+                continue
+        if indent == 0 and content[0] in "-." and (content.startswith("---") or content.startswith("...")):
+            raise Unsupported("document marker")
+        append((indent, content, number))
+    return lines
 
 
 def _key_colon(content: str) -> int:
