@@ -227,7 +227,12 @@ FAST_CONVERTERS = (_integer, _num_or_ts, _timestamp, _parse_ts_cached)
 """The converters whose common texts the compiled codec reads itself (integer, number, timestamp), and the
 cached timestamp parser it calls: the same values (tests/test_bpfast.py checks them against these)."""
 
-Todo = list[tuple[str, Callable[[Any], Any]]]
+_TYPED_INTS: dict[Callable[[Any], Any], tuple[int, int]] = {
+    _integer: (INT_MIN, INT_MAX), _num_or_ts: (INT_MIN, INT_MAX), _timestamp: (0, int(TS_MAX) - 1)}
+"""Converter -> the range of `int`s it returns unchanged (most values the monitor emits are ints already)."""
+
+Todo = list[tuple[str, Callable[[Any], Any], int, int]]
+"""(field, converter, low, high): an int in [low, high] is already typed (low > high: none is)."""
 _shape_converters: dict[tuple[str, tuple[str, ...]], Todo] = {}
 
 
@@ -244,7 +249,8 @@ def coerce_fields(name: str, raw: dict[str, Any], *, in_place: bool = False) -> 
         if len(_shape_converters) > 4096:
             _shape_converters.clear()
         table = converters_for(name)
-        todo = _shape_converters[shape] = [(k, table[k]) for k in shape[1] if k in table]
+        todo = _shape_converters[shape] = [(k, table[k], *_TYPED_INTS.get(table[k], (1, 0)))
+                                           for k in shape[1] if k in table]
     _coerce(out, todo)
     return out
 
@@ -255,9 +261,9 @@ def _coerce(out: dict[str, Any], todo: Todo) -> None:
         for key, value in out.items():
             if value == "None":
                 out[key] = None
-    for key, convert in todo:
+    for key, convert, low, high in todo:
         value = out[key]
-        if value is None:
+        if value is None or (type(value) is int and low <= value <= high):  # what the converter returns
             continue
         try:
             out[key] = convert(value)

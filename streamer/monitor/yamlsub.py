@@ -74,6 +74,8 @@ MAX_DEPTH = 200
 _resolved: dict[str, Any] = {}
 """Scalar text -> value: keys and many values repeat from record to record."""
 _RESOLVED_MAX = 20_000
+_splits: dict[str, tuple[Any, str]] = {}
+"""A mapping line's content -> (key, value text): the same lines come back in every record."""
 
 
 class _Parser:
@@ -139,6 +141,7 @@ class _Parser:
         keep_map = keep if isinstance(keep, dict) else None
         other = keep_map.get("*") if keep_map is not None else None
         resolved = _resolved
+        splits = _splits
         pos = self.pos  # kept in a local: self.pos is written back around the calls that move it
         while pos < count:  # the hot loop of a replay: the common line is handled inline
             line_indent, content, number = lines[pos]
@@ -146,24 +149,31 @@ class _Parser:
                 if line_indent > indent:
                     raise Unsupported(f"unexpected indentation at line {number + 1}")
                 break
-            first = content[0]
-            if first == "-" and (len(content) == 1 or content[1] == " "):
-                break
-            colon = content.find(": ") if first not in _NOT_PLAIN_KEY else -1
-            if colon > 0:
-                key_text, value_text = content[:colon].rstrip(" "), content[colon + 2:].lstrip(" ")
-            elif first not in _NOT_PLAIN_KEY and content[-1] == ":" and len(content) > 1:
-                key_text, value_text = content[:-1].rstrip(" "), ""  # `a :` is the key `a` (found by test_yamlsub)
+            split = splits.get(content)
+            if split is not None:  # a line seen before (most lines of a record repeat from record to record)
+                key, value_text = split
             else:
-                if first in "#\t":
-                    raise Unsupported(f"comment or tab at line {number + 1}")
-                colon = _key_colon(content)
-                if colon < 0:
-                    raise Unsupported(f"not a `key: value` line at line {number + 1}")
-                key_text, value_text = content[:colon].rstrip(" "), content[colon + 1:].lstrip(" ")
-            key = resolved.get(key_text, _MISSING)
-            if key is _MISSING:
-                key = self.scalar(key_text, number)
+                first = content[0]
+                if first == "-" and (len(content) == 1 or content[1] == " "):
+                    break
+                colon = content.find(": ") if first not in _NOT_PLAIN_KEY else -1
+                if colon > 0:
+                    key_text, value_text = content[:colon].rstrip(" "), content[colon + 2:].lstrip(" ")
+                elif first not in _NOT_PLAIN_KEY and content[-1] == ":" and len(content) > 1:
+                    key_text, value_text = content[:-1].rstrip(" "), ""  # `a :` is the key `a` (test_yamlsub)
+                else:
+                    if first in "#\t":
+                        raise Unsupported(f"comment or tab at line {number + 1}")
+                    colon = _key_colon(content)
+                    if colon < 0:
+                        raise Unsupported(f"not a `key: value` line at line {number + 1}")
+                    key_text, value_text = content[:colon].rstrip(" "), content[colon + 1:].lstrip(" ")
+                key = resolved.get(key_text, _MISSING)
+                if key is _MISSING:
+                    key = self.scalar(key_text, number)
+                if len(splits) >= _RESOLVED_MAX:
+                    splits.clear()
+                splits[content] = (key, value_text)
             spec = True if keep_all else keep_map.get(key, other) if keep_map is not None else None
             pos += 1
             if spec is None:
