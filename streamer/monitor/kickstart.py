@@ -128,7 +128,14 @@ def split_records(text: str) -> list[tuple[str, str]]:
     return simple if simple is not None else _split_lines(text)
 
 
-_ODD_LINE = re.compile(r"^[^ \-l\n]", re.M)
+_ODD_LINE = re.compile(r"\n[^ \-l\n]")
+"""A line that starts with none of ` `, `-`, `l` (after the first line: see _has_odd_line)."""
+
+
+def _has_odd_line(text: str) -> bool:
+    # the first line by hand, the others by a search for their line break: far faster than `^` with re.M,
+    # which the regex engine tries at every character
+    return text[:1] not in " -l\n" or _ODD_LINE.search(text) is not None
 
 
 def _split_simple(text: str) -> list[tuple[str, str]] | None:
@@ -150,7 +157,7 @@ def _split_simple(text: str) -> list[tuple[str, str]] | None:
         body = text[:marker]
         end = text.find("\n", marker)
         rest = text[end + 1:] if end != -1 else ""
-    if _ODD_LINE.search(body) or (rest and _ODD_LINE.search(rest)):
+    if _has_odd_line(body) or (rest and _has_odd_line(rest)):
         return None
     chunks = [("invocation", body)]
     if rest is not None:
