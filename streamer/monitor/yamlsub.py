@@ -18,7 +18,6 @@ PyYAML on the corpus and on every synthetic scenario.
 from __future__ import annotations
 
 import re
-from itertools import count, repeat
 from typing import Any, Callable
 
 import yaml
@@ -61,7 +60,7 @@ def load(text: str, keep: Keep = True, scalar_fallback: Callable[[str], Any] | N
         return None
     value = parser.node(0, parser.lines[0][0], keep)
     if parser.pos != len(parser.lines):
-        raise Unsupported(f"unexpected indentation at line {parser.lines[parser.pos][2] + 1}")
+        raise Unsupported(f"unexpected indentation at line {parser.number(parser.pos) + 1}")
     return value
 
 
@@ -81,21 +80,27 @@ _splits: dict[str, tuple[Any, str]] = {}
 class _Parser:
     def __init__(self, text: str, scalar_fallback: Callable[[str], Any] | None) -> None:
         self.raw = raw = text.split("\n")
-        self.lines: list[tuple[int, str, int]]  # (indent, content, raw line number)
-        if "\t" in text or " \n" in text or "\n---" in text or "\n..." in text or text.startswith(("---", "...")):
-            self.lines = _careful_lines(raw)
-        else:  # no tab, no trailing blank, no document marker (kickstart's records): only split
-            self.lines = [(len(line) - len(content), content, number)
-                          for number, line, content in zip(count(), raw, map(str.lstrip, raw, repeat(" ")))
-                          if content]
+        self.lines: list[tuple[int, str]]  # (indent, content) of the lines with content
+        self.numbers: list[int] | None  # their raw line numbers (None: every raw line is one of them)
+        if ("\t" in text or " \n" in text or "\n\n" in text or "\n---" in text or "\n..." in text
+                or text.startswith(("\n", "---", "..."))):
+            self.lines, self.numbers = _careful_lines(raw)
+        else:  # no tab, blank line, trailing blank or document marker (kickstart's records): only split
+            get = _split_lines.get
+            self.lines = [get(line) or _split_line(line) for line in raw[:-1]]  # raw[-1]: after the last \n
+            self.numbers = None
         self.pos = 0
         self.depth = 0
         self.scalar_fallback = scalar_fallback
 
+    def number(self, pos: int) -> int:
+        """The raw line number of `lines[pos]`."""
+        return pos if self.numbers is None else self.numbers[pos]
+
     # ------------------------------------------------------------ nodes
     def node(self, pos: int, indent: int, keep: Keep) -> Any:
         if self.depth >= MAX_DEPTH:  # the walk recurses per level: hostile nesting steps aside
-            raise Unsupported(f"nesting too deep at line {self.lines[pos][2] + 1}")
+            raise Unsupported(f"nesting too deep at line {self.number(pos) + 1}")
         self.depth += 1
         self.pos = pos
         content = self.lines[pos][1]
@@ -110,7 +115,8 @@ class _Parser:
         items: list[Any] = []
         lines = self.lines
         while self.pos < len(lines):
-            line_indent, content, number = lines[self.pos]
+            line_indent, content = lines[self.pos]
+            number = self.number(self.pos)
             if line_indent != indent or not (content == "-" or content.startswith("- ")):
                 if line_indent > indent:
                     raise Unsupported(f"unexpected indentation at line {number + 1}")
@@ -126,7 +132,7 @@ class _Parser:
             if rest.startswith("- ") or rest == "-":
                 raise Unsupported(f"nested compact sequence at line {number + 1}")
             if _key_colon(rest) >= 0:  # `- key: value`: a mapping whose first line starts after the dash
-                lines[self.pos] = (inner, rest, number)
+                lines[self.pos] = (inner, rest)
                 items.append(self.mapping(inner, keep))
             else:
                 items.append(self.scalar(rest, number))
@@ -142,9 +148,11 @@ class _Parser:
         other = keep_map.get("*") if keep_map is not None else None
         resolved = _resolved
         splits = _splits
+        numbers = self.numbers
         pos = self.pos  # kept in a local: self.pos is written back around the calls that move it
         while pos < count:  # the hot loop of a replay: the common line is handled inline
-            line_indent, content, number = lines[pos]
+            line_indent, content = lines[pos]
+            number = pos if numbers is None else numbers[pos]
             if line_indent != indent:
                 if line_indent > indent:
                     raise Unsupported(f"unexpected indentation at line {number + 1}")
@@ -205,7 +213,7 @@ class _Parser:
         """The block node under a key or dash with nothing after it (null if none)."""
         if self.pos >= len(self.lines):
             return None
-        child_indent, content = self.lines[self.pos][:2]
+        child_indent, content = self.lines[self.pos]
         if child_indent > indent:
             return self.node(self.pos, child_indent, keep)
         if allow_same_indent and child_indent == indent and (content == "-" or content.startswith("- ")):
@@ -219,7 +227,7 @@ class _Parser:
             self.pos = self.block_end(indent)
             return
         while self.pos < len(lines):
-            line_indent, content = lines[self.pos][:2]
+            line_indent, content = lines[self.pos]
             if line_indent > indent or (not value_text and line_indent == indent
                                         and (content == "-" or content.startswith("- "))):
                 self.pos += 1
@@ -238,9 +246,9 @@ class _Parser:
         if header not in ("|", "|-"):
             raise Unsupported(f"block scalar header {header!r} at line {number + 1}")
         end = self.block_end(indent)
-        last = self.lines[end - 1][2] if end > self.pos else number
+        last = self.number(end - 1) if end > self.pos else number
         if end < len(self.lines):
-            stop = self.lines[end][2]
+            stop = self.number(end)
         else:
             stop = len(self.raw)
         # every raw line up to the next node, blank lines included (they belong to the block)
@@ -317,11 +325,11 @@ class _Parser:
         return self.scalar_fallback(text)
 
 
-def _careful_lines(raw: list[str]) -> list[tuple[int, str, int]]:
-    """(indent, content, raw line number) of the lines with content, trailing blanks cut; raises on a
-    document marker or a blank line holding a tab."""
-    lines: list[tuple[int, str, int]] = []
-    append = lines.append
+def _careful_lines(raw: list[str]) -> tuple[list[tuple[int, str]], list[int]]:
+    """(indent, content) of the lines with content, trailing blanks cut, and their raw line numbers;
+    raises on a document marker or a blank line holding a tab."""
+    lines: list[tuple[int, str]] = []
+    numbers: list[int] = []
     for number, line in enumerate(raw):
         content = line.lstrip(" ")
         if not content:
@@ -335,8 +343,23 @@ def _careful_lines(raw: list[str]) -> list[tuple[int, str, int]]:
                 continue
         if indent == 0 and content[0] in "-." and (content.startswith("---") or content.startswith("...")):
             raise Unsupported("document marker")
-        append((indent, content, number))
-    return lines
+        lines.append((indent, content))
+        numbers.append(number)
+    return lines, numbers
+
+
+_split_lines: dict[str, tuple[int, str]] = {}
+"""A raw line -> (indent, content): the lines of kickstart records repeat from record to record."""
+_SPLIT_LINES_MAX = 20_000
+"""Lines kept (~250 bytes each with their parts: 5 MiB at most)."""
+
+
+def _split_line(line: str) -> tuple[int, str]:
+    content = line.lstrip(" ")
+    if len(_split_lines) >= _SPLIT_LINES_MAX:
+        _split_lines.clear()
+    split = _split_lines[line] = (len(line) - len(content), content)
+    return split
 
 
 def _key_colon(content: str) -> int:
