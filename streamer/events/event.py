@@ -234,6 +234,8 @@ _TYPED_INTS: dict[Callable[[Any], Any], tuple[int, int]] = {
 Todo = list[tuple[str, Callable[[Any], Any], int, int]]
 """(field, converter, low, high): an int in [low, high] is already typed (low > high: none is)."""
 _shape_converters: dict[tuple[str, tuple[str, ...]], Todo] = {}
+_FULL_NAMES = {short: schema.full_name(short) for short in schema.EVENT_FIELDS}
+"""A schema event's short name (`job_inst.main.end`, as planner files write it) -> its full name."""
 
 
 def coerce_fields(name: str, raw: dict[str, Any], *, in_place: bool = False) -> dict[str, Any]:
@@ -303,7 +305,7 @@ class Event:
 
         `owned=True` lets the event keep (and type in place) the dict given.
         """
-        name = schema.full_name(name) if name in schema.EVENT_FIELDS else name
+        name = _FULL_NAMES.get(name, name)
         fields = coerce_fields(name, raw, in_place=owned)
         event = cls(name, fields)
         claimed = fields.pop(ID_FIELD, None)
