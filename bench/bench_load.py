@@ -1,6 +1,7 @@
 """Load benchmark: >= 1,000,000 events into a JSONL and a BP file at once.
 
     python bench/bench_load.py [--events 1000000] [--runs 3] [--shared ../shared] [--keep]
+    python bench/bench_load.py --reference OLD_TREE [--runs 5] [--events 1000000]
 
 Builds the input by repeating the corpus streams (../shared/corpus/bp/*.bp and
 ../shared/golden/*.bp) to the requested size, then in the same run measures:
@@ -12,6 +13,11 @@ Each of `--runs` runs measures the floor and then streamer, back to back (a
 shared VM's speed drifts; the ratio to the floor is the steadier figure). It
 also loads a quarter of the input to show memory stays flat in the input
 size. Prints events/s of both per run, the median and range, and the ratio.
+
+With --reference OLD_TREE (another checkout of streamer with its own .venv) it instead runs
+that tree's `streamer load` and this tree's, interleaved, on the same input, --runs times
+each, and prints medians of wall and CPU time and the ratio this/reference
+(bench/reference.py).
 """
 
 from __future__ import annotations
@@ -26,6 +32,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.reference import Run, measure as measure_tree, precompile, summary  # noqa: E402
 
 
 def build_input(shared: Path, target: int, out: Path) -> int:
@@ -84,15 +93,40 @@ def count_lines(path: Path) -> int:
         return sum(block.count(b"\n") for block in iter(lambda: handle.read(1 << 20), b""))
 
 
+def compare(big: Path, n_big: int, reference: Path, runs: int, workdir: Path) -> None:
+    """This tree's `streamer load` against the reference tree's, interleaved."""
+    for tree in (reference, ROOT):
+        precompile(tree)
+    print(f"input: {n_big:,} events ({big.stat().st_size / 1e6:.0f} MB); this tree {ROOT} vs reference {reference}")
+    results: dict[str, list[Run]] = {"reference": [], "this": []}
+    for i in range(1, runs + 1):
+        for who, tree in (("reference", reference), ("this", ROOT)):
+            for name in ("a.jsonl", "a.bp"):
+                (workdir / name).unlink(missing_ok=True)
+            run = measure_tree(tree, ["load", str(big), "-q", "--dest", f"file://{workdir}/a.jsonl",
+                                      "--dest", f"file://{workdir}/a.bp"], workdir, workdir / "load.log")
+            written = (count_lines(workdir / "a.jsonl"), count_lines(workdir / "a.bp"))
+            assert written == (n_big, n_big), f"{who}: expected {n_big} events in each file, got {written}"
+            results[who].append(run)
+            print(f"run {i} {who:9} wall {run.wall:6.2f} s  CPU {run.cpu:6.2f} s  {n_big / run.wall:>9,.0f} events/s  "
+                  f"peak RSS {run.rss_kib / 1024:4.0f} MiB", flush=True)
+    print(summary(results["this"], results["reference"]))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--runs", type=int, default=3, help="streamer runs on the full input (default 3)")
     parser.add_argument("--shared", type=Path, default=ROOT.parent / "shared")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    parser.add_argument("--reference", metavar="TREE", type=Path, help="compare with this other checkout of streamer")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="streamer-bench-"))
     try:
+        if args.reference:
+            big = workdir / "big.bp"
+            compare(big, build_input(args.shared, args.events, big), args.reference.resolve(), args.runs, workdir)
+            return 0
         small = workdir / "quarter.bp"
         big = workdir / "big.bp"
         n_small = build_input(args.shared, args.events // 4, small)

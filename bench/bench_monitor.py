@@ -2,6 +2,7 @@
 
     python bench/bench_monitor.py [--jobs 1000,5000,20000] [--monitord PYTHON]
                                   [--scenario success] [--db] [--skip-streamer] [--skip-monitord] [--keep]
+    python bench/bench_monitor.py --reference OLD_TREE [--runs 5] [--jobs 5000,20000]
 
 For each size the synthetic generator (streamer.synth) writes a submit directory of N
 compute jobs (plus create_dir, stage_in, stage_out/register per 1000, cleanup). Each tool
@@ -16,6 +17,11 @@ of the process tree (a fresh parent per run reads RUSAGE_CHILDREN), then the rat
 With --db each tool instead loads a Stampede SQLite DB: monitord with no --dest (its
 default sqlite:///<dag>.stampede.db), streamer with --dest sqlite:///<dir>/streamer.stampede.db.
 TZ=UTC for both, so DAGMan's zone-less timestamps read the same way.
+
+With --reference OLD_TREE (another checkout of streamer, e.g. `git worktree add ../old c582f4e`
+with its own .venv) the benchmark compares this tree's `streamer replay` with that tree's
+instead of monitord: --runs replays of each, interleaved on fresh copies of one generated
+directory, medians of wall and CPU time and the ratio this/reference (bench/reference.py).
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.reference import Run, measure as measure_tree, precompile, summary  # noqa: E402
 from streamer.synth import generate  # noqa: E402
 from streamer.synth.validate import count_bp  # noqa: E402
 
@@ -112,6 +119,31 @@ def bench_size(n: int, args: argparse.Namespace, work: Path) -> None:
               f"RSS {s_r / m_r:.2f}x monitord's; counts {s_n:,} vs {m_n:,}")
 
 
+def compare_size(n: int, args: argparse.Namespace, work: Path) -> None:
+    """This tree's replay against the reference tree's, interleaved, on copies of one directory."""
+    pristine = generate(work / f"pristine-{n}", jobs=n, scenario=args.scenario, seed=args.seed)
+    print(f"\n== {n:,} compute jobs, scenario {args.scenario}: this tree {ROOT} vs reference {args.reference}")
+    for tree in (Path(args.reference).resolve(), ROOT):
+        precompile(tree)
+    runs: dict[str, list[Run]] = {"reference": [], "this": []}
+    counts: dict[str, set[int]] = {"reference": set(), "this": set()}
+    for i in range(1, args.runs + 1):
+        for who, tree in (("reference", Path(args.reference).resolve()), ("this", ROOT)):
+            run_dir = work / f"{who}-{n}"
+            shutil.rmtree(run_dir, ignore_errors=True)
+            shutil.copytree(pristine, run_dir)
+            out = work / f"{who}-{n}.bp"
+            out.unlink(missing_ok=True)
+            run = measure_tree(tree, ["replay", str(run_dir), "-q", "--dest", f"file://{out}"], run_dir,
+                               run_dir.with_suffix(".log"), env=dict(os.environ, TZ="UTC"))
+            runs[who].append(run)
+            counts[who].add(sum(count_bp(out).values()))
+            print(f"run {i} {who:9} wall {run.wall:7.2f} s  CPU {run.cpu:7.2f} s  peak RSS {run.rss_kib / 1024:5.0f} MiB",
+                  flush=True)
+    print(f"events written: this {sorted(counts['this'])}, reference {sorted(counts['reference'])}")
+    print(summary(runs["this"], runs["reference"]))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--jobs", default="1000,5000,20000", help="comma-separated compute-job counts")
@@ -122,13 +154,17 @@ def main() -> int:
     ap.add_argument("--skip-streamer", action="store_true")
     ap.add_argument("--skip-monitord", action="store_true")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap.add_argument("--reference", metavar="TREE", help="compare with this other checkout of streamer (not monitord)")
+    ap.add_argument("--runs", type=int, default=5, help="with --reference: runs of each tree (default 5)")
     args = ap.parse_args()
-    if not args.skip_monitord and not shutil.which(args.monitord):
+    if args.reference and not (Path(args.reference) / "streamer").is_dir():
+        ap.error(f"{args.reference}: not a checkout of streamer")
+    if not args.reference and not args.skip_monitord and not shutil.which(args.monitord):
         ap.error(f"{args.monitord} not found: python3 -m venv /tmp/pegvenv && /tmp/pegvenv/bin/pip install pegasus-wms")
     work = Path(tempfile.mkdtemp(prefix="streamer-bench-monitor-"))
     try:
         for n in (int(x) for x in args.jobs.split(",")):
-            bench_size(n, args, work)
+            (compare_size if args.reference else bench_size)(n, args, work)
     finally:
         if args.keep:
             print(f"kept {work}")

@@ -436,7 +436,8 @@ async def cmd_monitor(args: argparse.Namespace, *, follow: bool) -> int:
     meter = ProgressLine(view, sys.stderr, enabled=not args.quiet and sys.stderr.isatty())
     try:
         result = await run_pipeline(source, settings.endpoints, on_error=settings.on_error, defaults=defaults,
-                                    label="events", meter=meter, watch=view.watch, metrics=args.metrics)
+                                    label="events", meter=meter, watch=None if args.quiet else view.watch,
+                                    metrics=args.metrics)  # -q: no progress line, no summary, nothing to count
     finally:  # also when an endpoint cannot even be built: the terminal gets its cursor back
         meter.finish()
     if result.exit_code == 0 and result.interrupted is None and here and not source.plain:

@@ -231,8 +231,15 @@ FAST_CONVERTERS = (_integer, _num_or_ts, _timestamp, _parse_ts_cached)
 """The converters whose common texts the compiled codec reads itself (integer, number, timestamp), and the
 cached timestamp parser it calls: the same values (tests/events/test_bpfast.py checks them against these)."""
 
-Todo = list[tuple[str, Callable[[Any], Any]]]
+_TYPED_INTS: dict[Callable[[Any], Any], tuple[int, int]] = {
+    _integer: (INT_MIN, INT_MAX), _num_or_ts: (INT_MIN, INT_MAX), _timestamp: (0, int(TS_MAX) - 1)}
+"""Converter -> the range of `int`s it returns unchanged (most values the monitor emits are ints already)."""
+
+Todo = list[tuple[str, Callable[[Any], Any], int, int]]
+"""(field, converter, low, high): an int in [low, high] is already typed (low > high: none is)."""
 _shape_converters: dict[tuple[str, tuple[str, ...]], Todo] = {}
+_FULL_NAMES = {short: schema.full_name(short) for short in schema.EVENT_FIELDS}
+"""A schema event's short name (`job_inst.main.end`, as planner files write it) -> its full name."""
 
 
 def coerce_fields(name: str, raw: dict[str, Any], *, in_place: bool = False) -> dict[str, Any]:
@@ -248,7 +255,8 @@ def coerce_fields(name: str, raw: dict[str, Any], *, in_place: bool = False) -> 
         if len(_shape_converters) > 4096:
             _shape_converters.clear()
         table = converters_for(name)
-        todo = _shape_converters[shape] = [(k, table[k]) for k in shape[1] if k in table]
+        todo = _shape_converters[shape] = [(k, table[k], *_TYPED_INTS.get(table[k], (1, 0)))
+                                           for k in shape[1] if k in table]
     _coerce(out, todo)
     return out
 
@@ -259,9 +267,9 @@ def _coerce(out: dict[str, Any], todo: Todo) -> None:
         for key, value in out.items():
             if value == "None":
                 out[key] = None
-    for key, convert in todo:
+    for key, convert, low, high in todo:
         value = out[key]
-        if value is None:
+        if value is None or (type(value) is int and low <= value <= high):  # what the converter returns
             continue
         try:
             out[key] = convert(value)
@@ -301,7 +309,7 @@ class Event:
 
         `owned=True` lets the event keep (and type in place) the dict given.
         """
-        name = schema.full_name(name) if name in schema.EVENT_FIELDS else name
+        name = _FULL_NAMES.get(name, name)
         fields = coerce_fields(name, raw, in_place=owned)
         event = cls(name, fields)
         claimed = fields.pop(ID_FIELD, None)

@@ -204,12 +204,13 @@ class StatusTracker:
             if root and str(root) != xwf:
                 wf.parent_id = str(root)  # until wf.plan names the real parent
                 self._link(wf)
-        if wf.dag is None and fields.get("dag"):
-            wf.dag = str(fields["dag"])
-        if wf.submit_dir is None and fields.get("submit.dir"):
-            wf.submit_dir = str(fields["submit.dir"])
-        if wf.submit_host is None and fields.get("submit.hostname"):
-            wf.submit_host = str(fields["submit.hostname"])
+        if wf.dag is None or wf.submit_dir is None or wf.submit_host is None:  # known early: most events skip this
+            if wf.dag is None and fields.get("dag"):
+                wf.dag = str(fields["dag"])
+            if wf.submit_dir is None and fields.get("submit.dir"):
+                wf.submit_dir = str(fields["submit.dir"])
+            if wf.submit_host is None and fields.get("submit.hostname"):
+                wf.submit_host = str(fields["submit.hostname"])
         return wf
 
     def _link(self, wf: WorkflowState) -> None:

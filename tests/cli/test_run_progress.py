@@ -59,3 +59,19 @@ def test_follow_shows_the_progress_line_and_ends_with_the_summary(tmp_path: Path
     assert len(warnings) == 1 and warnings[0].startswith("streamer: WARNING: cannot read kickstart output "), warnings
     assert "analyze_ID0000005.out.000" in warnings[0] and "jobs ·" not in warnings[0]  # whole, never over the line
 
+
+
+def test_quiet_replay_feeds_no_status_view(tmp_path: Path, monkeypatch) -> None:
+    """-q shows no progress line and no summary: the status view is not fed (a few % of a replay's CPU)."""
+    from streamer.cli import main
+    from streamer.status.tracker import StatusTracker
+
+    fed: list[int] = []
+    monkeypatch.setattr(StatusTracker, "feed", lambda self, events: fed.append(len(list(events))))
+    monkeypatch.setenv("STREAMER_STATE_DIR", str(tmp_path / "state"))
+    quiet, shown = tmp_path / "quiet.jsonl", tmp_path / "shown.jsonl"
+    assert main(["replay", str(generate(tmp_path / "a", jobs=3, seed=0)), "--no-jobstate", "--dest", str(quiet),
+                 "-q"]) == 0
+    assert quiet.read_text().count("\n") > 50 and fed == []
+    assert main(["replay", str(generate(tmp_path / "b", jobs=3, seed=0)), "--no-jobstate", "--dest", str(shown)]) == 0
+    assert sum(fed) == shown.read_text().count("\n") == quiet.read_text().count("\n")

@@ -6,6 +6,8 @@ import calendar
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from streamer.monitor.parsers import braindump, dagman, jobstate, kickstart, staticbp, submitfile
 
@@ -264,6 +266,20 @@ def test_xml_output_file_metadata() -> None:
 def test_quote_matches_monitord() -> None:
     assert kickstart.quote("a b\n'%\"é") == "a b%0A%27%25%22%C3%A9"
     assert kickstart.quote("plain text") == "plain text"
+
+
+def _quote_bytewise(text: str) -> str:
+    """monitord's rule as it reads, byte by byte (what `quote` does by runs)."""
+    return "".join(f"%{b:02X}" if b < 0x20 or b >= 0x7F or b in b"%'\"" else chr(b)
+                   for b in text.encode("utf-8", errors="replace"))
+
+
+@given(st.text(alphabet=st.characters(), max_size=60)
+       | st.lists(st.sampled_from(["a", " ", "\n", "\t", "%", "'", '"', "\x7f", "é", "\ud800", "\U0001f600", "~"]),
+                  max_size=30).map("".join))
+@settings(max_examples=400, deadline=None)
+def test_quote_is_the_bytewise_rule(text: str) -> None:
+    assert kickstart.quote(text) == _quote_bytewise(text)
 
 
 # ---------------------------------------------------------------- jobstate.log

@@ -68,16 +68,24 @@ def epochdate(text: Any) -> int | None:
 
 
 def quote(text: str) -> str:
-    """monitord's URL quoting: control and non-ASCII bytes, `%`, `'` and `"` as %XX."""
+    """monitord's URL quoting: control and non-ASCII bytes, `%`, `'` and `"` as %XX.
+
+    The text's UTF-8 bytes (`errors="replace"`: a lone surrogate is `?`), each byte below 0x20, from
+    0x7F, or one of `%'"` written %XX, the others as they are. Only the runs of such characters are
+    encoded byte by byte (a job's output is mostly plain text between line breaks).
+    """
     if text.isascii() and text.isprintable() and not any(c in text for c in "%'\""):
         return text
-    out = []
-    for byte in text.encode("utf-8", errors="replace"):
-        if byte < 0x20 or byte >= 0x7F or byte in (0x25, 0x27, 0x22):
-            out.append(f"%{byte:02X}")
-        else:
-            out.append(chr(byte))
-    return "".join(out)
+    return _QUOTED.sub(_quote_run, text)
+
+
+_QUOTE_BYTE = [f"%{byte:02X}" if byte < 0x20 or byte >= 0x7F or byte in (0x25, 0x27, 0x22) else chr(byte)
+               for byte in range(256)]
+_QUOTED = re.compile("[\x00-\x1f\x7f-\U0010ffff%'\"]+")
+
+
+def _quote_run(match: re.Match[str]) -> str:
+    return "".join([_QUOTE_BYTE[byte] for byte in match.group().encode("utf-8", errors="replace")])
 
 
 @dataclass
@@ -121,7 +129,14 @@ def split_records(text: str) -> list[tuple[str, str]]:
     return simple if simple is not None else _split_lines(text)
 
 
-_ODD_LINE = re.compile(r"^[^ \-l\n]", re.M)
+_ODD_LINE = re.compile(r"\n[^ \-l\n]")
+"""A line that starts with none of ` `, `-`, `l` (after the first line: see _has_odd_line)."""
+
+
+def _has_odd_line(text: str) -> bool:
+    # the first line by hand, the others by a search for their line break: far faster than `^` with re.M,
+    # which the regex engine tries at every character
+    return text[:1] not in " -l\n" or _ODD_LINE.search(text) is not None
 
 
 def _split_simple(text: str) -> list[tuple[str, str]] | None:
@@ -143,7 +158,7 @@ def _split_simple(text: str) -> list[tuple[str, str]] | None:
         body = text[:marker]
         end = text.find("\n", marker)
         rest = text[end + 1:] if end != -1 else ""
-    if _ODD_LINE.search(body) or (rest and _ODD_LINE.search(rest)):
+    if _has_odd_line(body) or (rest and _has_odd_line(rest)):
         return None
     chunks = [("invocation", body)]
     if rest is not None:

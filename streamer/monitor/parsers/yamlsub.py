@@ -60,7 +60,7 @@ def load(text: str, keep: Keep = True, scalar_fallback: Callable[[str], Any] | N
         return None
     value = parser.node(0, parser.lines[0][0], keep)
     if parser.pos != len(parser.lines):
-        raise Unsupported(f"unexpected indentation at line {parser.lines[parser.pos][2] + 1}")
+        raise Unsupported(f"unexpected indentation at line {parser.number(parser.pos) + 1}")
     return value
 
 
@@ -73,35 +73,34 @@ MAX_DEPTH = 200
 _resolved: dict[str, Any] = {}
 """Scalar text -> value: keys and many values repeat from record to record."""
 _RESOLVED_MAX = 20_000
+_splits: dict[str, tuple[Any, str]] = {}
+"""A mapping line's content -> (key, value text): the same lines come back in every record."""
 
 
 class _Parser:
     def __init__(self, text: str, scalar_fallback: Callable[[str], Any] | None) -> None:
-        self.raw = text.split("\n")
-        self.lines: list[tuple[int, str, int]] = []  # (indent, content, raw line number)
-        append = self.lines.append
-        for number, line in enumerate(self.raw):
-            content = line.lstrip(" ")
-            if not content:
-                continue
-            indent = len(line) - len(content)
-            if content[-1] in " \r\t":
-                content = content.rstrip("\r \t")
-                if not content:
-                    if "\t" in line:  # PyYAML refuses or folds these (found by test_yamlsub)
-                        raise Unsupported(f"a blank line with a tab at line {number + 1}")
-                    continue
-            if indent == 0 and content[0] in "-." and (content.startswith("---") or content.startswith("...")):
-                raise Unsupported("document marker")
-            append((indent, content, number))
+        self.raw = raw = text.split("\n")
+        self.lines: list[tuple[int, str]]  # (indent, content) of the lines with content
+        self.numbers: list[int] | None  # their raw line numbers (None: every raw line is one of them)
+        if ("\t" in text or " \n" in text or "\n\n" in text or "\n---" in text or "\n..." in text
+                or text.startswith(("\n", "---", "..."))):
+            self.lines, self.numbers = _careful_lines(raw)
+        else:  # no tab, blank line, trailing blank or document marker (kickstart's records): only split
+            get = _split_lines.get
+            self.lines = [get(line) or _split_line(line) for line in raw[:-1]]  # raw[-1]: after the last \n
+            self.numbers = None
         self.pos = 0
         self.depth = 0
         self.scalar_fallback = scalar_fallback
 
+    def number(self, pos: int) -> int:
+        """The raw line number of `lines[pos]`."""
+        return pos if self.numbers is None else self.numbers[pos]
+
     # ------------------------------------------------------------ nodes
     def node(self, pos: int, indent: int, keep: Keep) -> Any:
         if self.depth >= MAX_DEPTH:  # the walk recurses per level: hostile nesting steps aside
-            raise Unsupported(f"nesting too deep at line {self.lines[pos][2] + 1}")
+            raise Unsupported(f"nesting too deep at line {self.number(pos) + 1}")
         self.depth += 1
         self.pos = pos
         content = self.lines[pos][1]
@@ -116,7 +115,8 @@ class _Parser:
         items: list[Any] = []
         lines = self.lines
         while self.pos < len(lines):
-            line_indent, content, number = lines[self.pos]
+            line_indent, content = lines[self.pos]
+            number = self.number(self.pos)
             if line_indent != indent or not (content == "-" or content.startswith("- ")):
                 if line_indent > indent:
                     raise Unsupported(f"unexpected indentation at line {number + 1}")
@@ -132,7 +132,7 @@ class _Parser:
             if rest.startswith("- ") or rest == "-":
                 raise Unsupported(f"nested compact sequence at line {number + 1}")
             if _key_colon(rest) >= 0:  # `- key: value`: a mapping whose first line starts after the dash
-                lines[self.pos] = (inner, rest, number)
+                lines[self.pos] = (inner, rest)
                 items.append(self.mapping(inner, keep))
             else:
                 items.append(self.scalar(rest, number))
@@ -146,50 +146,74 @@ class _Parser:
         keep_all = keep is True
         keep_map = keep if isinstance(keep, dict) else None
         other = keep_map.get("*") if keep_map is not None else None
-        while self.pos < count:  # the hot loop of a replay: the common line is handled inline
-            line_indent, content, number = lines[self.pos]
+        resolved = _resolved
+        splits = _splits
+        numbers = self.numbers
+        pos = self.pos  # kept in a local: self.pos is written back around the calls that move it
+        while pos < count:  # the hot loop of a replay: the common line is handled inline
+            line_indent, content = lines[pos]
+            number = pos if numbers is None else numbers[pos]
             if line_indent != indent:
                 if line_indent > indent:
                     raise Unsupported(f"unexpected indentation at line {number + 1}")
                 break
-            first = content[0]
-            if first == "-" and (len(content) == 1 or content[1] == " "):
-                break
-            colon = content.find(": ") if first not in _NOT_PLAIN_KEY else -1
-            if colon > 0:
-                key_text, value_text = content[:colon].rstrip(" "), content[colon + 2:].lstrip(" ")
-            elif first not in _NOT_PLAIN_KEY and content[-1] == ":" and len(content) > 1:
-                key_text, value_text = content[:-1].rstrip(" "), ""  # `a :` is the key `a` (found by test_yamlsub)
+            split = splits.get(content)
+            if split is not None:  # a line seen before (most lines of a record repeat from record to record)
+                key, value_text = split
             else:
-                if first in "#\t":
-                    raise Unsupported(f"comment or tab at line {number + 1}")
-                colon = _key_colon(content)
-                if colon < 0:
-                    raise Unsupported(f"not a `key: value` line at line {number + 1}")
-                key_text, value_text = content[:colon].rstrip(" "), content[colon + 1:].lstrip(" ")
-            key = _resolved.get(key_text, _MISSING)
-            if key is _MISSING:
-                key = self.scalar(key_text, number)
+                first = content[0]
+                if first == "-" and (len(content) == 1 or content[1] == " "):
+                    break
+                colon = content.find(": ") if first not in _NOT_PLAIN_KEY else -1
+                if colon > 0:
+                    key_text, value_text = content[:colon].rstrip(" "), content[colon + 2:].lstrip(" ")
+                elif first not in _NOT_PLAIN_KEY and content[-1] == ":" and len(content) > 1:
+                    key_text, value_text = content[:-1].rstrip(" "), ""  # `a :` is the key `a` (test_yamlsub)
+                else:
+                    if first in "#\t":
+                        raise Unsupported(f"comment or tab at line {number + 1}")
+                    colon = _key_colon(content)
+                    if colon < 0:
+                        raise Unsupported(f"not a `key: value` line at line {number + 1}")
+                    key_text, value_text = content[:colon].rstrip(" "), content[colon + 1:].lstrip(" ")
+                key = resolved.get(key_text, _MISSING)
+                if key is _MISSING:
+                    key = self.scalar(key_text, number)
+                if len(splits) >= _RESOLVED_MAX:
+                    splits.clear()
+                splits[content] = (key, value_text)
             spec = True if keep_all else keep_map.get(key, other) if keep_map is not None else None
-            self.pos += 1
+            pos += 1
             if spec is None:
-                self.skip(indent, value_text)
+                if value_text and value_text[0] != "|" and value_text[0] != ">":  # a scalar: its deeper lines
+                    while pos < count and lines[pos][0] > indent:
+                        pos += 1
+                else:
+                    self.pos = pos
+                    self.skip(indent, value_text)
+                    pos = self.pos
                 continue
             if not value_text:
+                self.pos = pos
                 out[key] = self.child(indent, spec, allow_same_indent=True)
+                pos = self.pos
             elif value_text[0] == "|":
+                self.pos = pos
                 out[key] = self.literal(indent, value_text, number)
+                pos = self.pos
             else:
-                out[key] = self.scalar(value_text, number)
-                if self.pos < count and lines[self.pos][0] > indent:
+                value = resolved.get(value_text, _MISSING)
+                out[key] = value if value is not _MISSING else self.scalar(value_text, number)
+                if pos < count and lines[pos][0] > indent:
                     raise Unsupported(f"multi-line scalar at line {number + 1}")
+        self.pos = pos
         return out
 
     def child(self, indent: int, keep: Keep, *, allow_same_indent: bool) -> Any:
         """The block node under a key or dash with nothing after it (null if none)."""
         if self.pos >= len(self.lines):
             return None
-        child_indent, content = self.lines[self.pos][:2]
+        child_indent, content = self.lines[self.pos]
         if child_indent > indent:
             return self.node(self.pos, child_indent, keep)
         if allow_same_indent and child_indent == indent and (content == "-" or content.startswith("- ")):
@@ -203,7 +227,7 @@ class _Parser:
             self.pos = self.block_end(indent)
             return
         while self.pos < len(lines):
-            line_indent, content = lines[self.pos][:2]
+            line_indent, content = lines[self.pos]
             if line_indent > indent or (not value_text and line_indent == indent
                                         and (content == "-" or content.startswith("- "))):
                 self.pos += 1
@@ -222,9 +246,9 @@ class _Parser:
         if header not in ("|", "|-"):
             raise Unsupported(f"block scalar header {header!r} at line {number + 1}")
         end = self.block_end(indent)
-        last = self.lines[end - 1][2] if end > self.pos else number
+        last = self.number(end - 1) if end > self.pos else number
         if end < len(self.lines):
-            stop = self.lines[end][2]
+            stop = self.number(end)
         else:
             stop = len(self.raw)
         # every raw line up to the next node, blank lines included (they belong to the block)
@@ -299,6 +323,43 @@ class _Parser:
         if self.scalar_fallback is None:
             raise Unsupported(f"scalar {text[:40]!r} at line {number + 1}")
         return self.scalar_fallback(text)
+
+
+def _careful_lines(raw: list[str]) -> tuple[list[tuple[int, str]], list[int]]:
+    """(indent, content) of the lines with content, trailing blanks cut, and their raw line numbers;
+    raises on a document marker or a blank line holding a tab."""
+    lines: list[tuple[int, str]] = []
+    numbers: list[int] = []
+    for number, line in enumerate(raw):
+        content = line.lstrip(" ")
+        if not content:
+            continue
+        indent = len(line) - len(content)
+        if content[-1] in " \r\t":
+            content = content.rstrip("\r \t")
+            if not content:
+                if "\t" in line:  # PyYAML refuses or folds these (found by test_yamlsub)
+                    raise Unsupported(f"a blank line with a tab at line {number + 1}")
+                continue
+        if indent == 0 and content[0] in "-." and (content.startswith("---") or content.startswith("...")):
+            raise Unsupported("document marker")
+        lines.append((indent, content))
+        numbers.append(number)
+    return lines, numbers
+
+
+_split_lines: dict[str, tuple[int, str]] = {}
+"""A raw line -> (indent, content): the lines of kickstart records repeat from record to record."""
+_SPLIT_LINES_MAX = 20_000
+"""Lines kept (~250 bytes each with their parts: 5 MiB at most)."""
+
+
+def _split_line(line: str) -> tuple[int, str]:
+    content = line.lstrip(" ")
+    if len(_split_lines) >= _SPLIT_LINES_MAX:
+        _split_lines.clear()
+    split = _split_lines[line] = (len(line) - len(content), content)
+    return split
 
 
 def _key_colon(content: str) -> int:
