@@ -40,10 +40,11 @@ JSON_SUFFIXES = (".jsonl", ".json", ".ndjson")
 
 log = logging.getLogger("streamer.endpoints.file")
 
-INLINE_WRITE = 256 << 10
+INLINE_WRITE = 64 << 10
 """Bytes up to which a batch is written on the event loop itself (a few µs into the page cache): two
 trips through a worker thread per batch cost more, and under load queue behind other work. Larger
-batches (a replay) go to a thread."""
+batches (a replay, serve catching up with 100 workflows) go to a thread: at 256 KiB, serve's loop
+was caught in such writes in 3 of its 8 stalls over 40 ms while catching up (`bench_fleet.py --trace`)."""
 TAIL = 32
 """Bytes before a mark saved with it (a file is recognised by its device, inode and these bytes)."""
 

@@ -3,9 +3,11 @@
 The embedded default of `streamer replay` / `follow`, named like monitord's
 (`<dag basename>.stampede.db` next to the workflow, see `default_path`).
 
-sqlite3 calls block, so every one of them runs in one dedicated worker
-thread (one thread also means one connection and no locking between our own
-writers). A batch is one transaction (`BEGIN IMMEDIATE` ... `COMMIT`) of a
+sqlite3 calls block, so they run in worker threads: a few
+(`WRITER_THREADS`) shared by every SQLite endpoint of the process, not one
+each (serve writes a DB per workflow: a hundred threads would fight the
+parse thread and the event loop for the GIL). Each endpoint has one
+connection and runs one call at a time, in order. A batch is one transaction (`BEGIN IMMEDIATE` ... `COMMIT`) of a
 few `executemany` calls; WAL mode lets Pegasus's tools read while we write.
 `write` returns after COMMIT, with `synchronous=FULL` by default so an
 acknowledged batch survives a power cut (`?synchronous=normal` trades that
@@ -18,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -34,6 +37,23 @@ from .sqlitewriters import FileWriterLocks
 from .ids import MaxCounters
 from .loader import Loader
 from .plan import SQLITE, Plan, doomed_sql, expunge_statements
+
+
+WRITER_THREADS = 4
+"""Threads that run the sqlite3 calls of every SQLite endpoint of the process (each endpoint's calls
+one at a time, in order). Most of a write waits for the disk (fsync) without the GIL: a few threads
+keep several DBs' commits in flight; more would only queue for the GIL."""
+_writer_pool: ThreadPoolExecutor | None = None
+_writer_pool_lock = threading.Lock()
+
+
+def writer_pool() -> ThreadPoolExecutor:
+    """The shared pool of `WRITER_THREADS` threads (created on first use; threads are not tied to a loop)."""
+    global _writer_pool
+    with _writer_pool_lock:
+        if _writer_pool is None:
+            _writer_pool = ThreadPoolExecutor(max_workers=WRITER_THREADS, thread_name_prefix="streamer-sqlite")
+        return _writer_pool
 
 
 def sqlite_path(url: EndpointURL | str) -> str:
@@ -61,7 +81,7 @@ def default_url(dag_file: str | os.PathLike[str]) -> str:
 
 
 class SQLiteEndpoint(Endpoint):
-    """Stampede schema in a SQLite file, written by one worker thread."""
+    """Stampede schema in a SQLite file, written from the shared `writer_pool`, one call at a time."""
     declared_options = option_specs.SQLITE
 
     schemes = ("sqlite",)
@@ -71,7 +91,9 @@ class SQLiteEndpoint(Endpoint):
         super().__init__(url, options)
         self.path = sqlite_path(url)
         self.stats = WriteStats()
-        self._executor: ThreadPoolExecutor | None = None
+        self._open = False
+        self._order: asyncio.Lock | None = None  # calls start in the order they were made...
+        self._busy = threading.Lock()  # ...and never overlap (a cancelled caller leaves its call running)
         self._conn: sqlite3.Connection | None = None
         self._loader: Loader | None = None
         self._ids: MaxCounters | None = None
@@ -85,16 +107,22 @@ class SQLiteEndpoint(Endpoint):
         return list(self.stats.rejected)
 
     async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
-        assert self._executor is not None, "endpoint not open"
-        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+        assert self._open, "endpoint not open"
+        if self._order is None:
+            self._order = asyncio.Lock()
+        async with self._order:
+            return await asyncio.get_running_loop().run_in_executor(writer_pool(), self._serialised, fn, args)
+
+    def _serialised(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+        with self._busy:
+            return fn(*args)
 
     async def open(self) -> None:
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix="streamer-sqlite")
+        self._open = True
         try:
             await self._run(self._open_sync)
         except BaseException:
-            self._executor.shutdown(wait=False)
-            self._executor = None
+            self._open = False
             raise
 
     async def write(self, batch: Sequence[Event]) -> None:
@@ -102,20 +130,20 @@ class SQLiteEndpoint(Endpoint):
             await self._run(self._write_sync, list(batch))
 
     async def close(self) -> None:
-        if self._executor is None:
+        if not self._open:
             return
         await self._run(self._close_sync)
-        self._executor.shutdown(wait=True)
-        self._executor = None
+        self._open = False
 
-    # -- in the worker thread ----------------------------------------------
+    # -- in a writer thread ----------------------------------------------
 
     def _open_sync(self) -> None:
         parent = Path(self.path).parent
         if str(parent) and not parent.exists():
             parent.mkdir(parents=True, exist_ok=True)
         try:
-            conn = sqlite3.connect(self.path, isolation_level=None, timeout=float(self.option("busy_timeout", 30)))
+            conn = sqlite3.connect(self.path, isolation_level=None, timeout=float(self.option("busy_timeout", 30)),
+                                   check_same_thread=False)  # any thread of the pool, one at a time
         except sqlite3.Error as exc:
             raise EndpointError(f"{self.name}: cannot open {self.path}: {exc}") from None
         try:

@@ -17,15 +17,17 @@ events included, so a crash repeats at most the step in flight.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import os
 import pickle
+import queue
 import signal
 import subprocess
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Awaitable
 
@@ -121,18 +123,52 @@ PARSE_THREADS = max(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaff
 """Threads that run `ThreadRunner` steps, shared by every workflow of the process (serve follows
 hundreds): more would only queue for the GIL, and the event loop thread with them (a few, not one per
 core: a step may wait on the disk, appending to jobstate.log while others fsync). First come,
-first served: a workflow with a big piece to parse delays the others by one step, not more."""
-_parse_pool: ThreadPoolExecutor | None = None
-_parse_pool_lock = threading.Lock()
+first served, live workflows first: a workflow with a big piece to parse delays the others by one
+step, not more, and a step of a workflow that had caught up with its logs (a piece just appended)
+goes ahead of the steps of workflows still reading a backlog (serve restarted beside live ones)."""
+LIVE, BACKLOG = 0, 1
+"""Priorities of a step in the parse pool."""
 
 
-def _in_parse_thread(fn: Any, *args: Any) -> Awaitable[Any]:
-    """`fn(*args)` in the shared parse pool (created on first use; threads are not tied to a loop)."""
-    global _parse_pool
-    with _parse_pool_lock:
-        if _parse_pool is None:
-            _parse_pool = ThreadPoolExecutor(max_workers=PARSE_THREADS, thread_name_prefix="streamer-parse")
-    return asyncio.get_running_loop().run_in_executor(_parse_pool, fn, *args)
+class _ParsePool:
+    """`PARSE_THREADS` threads taking steps by priority, then in the order asked."""
+
+    def __init__(self, threads: int) -> None:
+        self._queue: queue.PriorityQueue[tuple[int, int, Future[Any], Any, tuple[Any, ...]]] = queue.PriorityQueue()
+        self._order = itertools.count()
+        self._threads = threads
+        self._started = False
+        self._lock = threading.Lock()
+
+    def submit(self, priority: int, fn: Any, *args: Any) -> Future[Any]:
+        with self._lock:
+            if not self._started:  # all at once: later steps never wait for a thread to start
+                for i in range(self._threads):
+                    threading.Thread(target=self._work, name=f"streamer-parse_{i}", daemon=True).start()
+                self._started = True
+        future: Future[Any] = Future()
+        self._queue.put((priority, next(self._order), future, fn, args))
+        return future
+
+    def _work(self) -> None:
+        while True:
+            _, _, future, fn, args = self._queue.get()
+            if not future.set_running_or_notify_cancel():  # its awaiting task was cancelled
+                continue
+            try:
+                result = fn(*args)
+            except BaseException as exc:
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+
+
+_parse_pool = _ParsePool(PARSE_THREADS)
+
+
+def _in_parse_thread(priority: int, fn: Any, *args: Any) -> Awaitable[Any]:
+    """`fn(*args)` in the shared parse pool (threads are not tied to a loop)."""
+    return asyncio.wrap_future(_parse_pool.submit(priority, fn, *args))
 
 
 class ThreadRunner:
@@ -143,17 +179,21 @@ class ThreadRunner:
     def __init__(self, **options: Any) -> None:
         self.options = options
         self.core: MonitorCore | None = None
+        self.live = False
+        """The last step reached the end of every log: the next one parses what was just appended."""
 
     async def open(self) -> None:
         self.core = await asyncio.to_thread(MonitorCore, **self.options)
 
     async def step(self, final: bool) -> Step:
         assert self.core is not None
-        return await _in_parse_thread(self.core.step, final)
+        step: Step = await _in_parse_thread(LIVE if self.live else BACKLOG, self.core.step, final)
+        self.live = step.at_eof
+        return step
 
     async def finish(self) -> Step:
         assert self.core is not None
-        return await _in_parse_thread(self.core.finish)
+        return await _in_parse_thread(LIVE, self.core.finish)
 
     async def close(self) -> None:
         if self.core is not None:

@@ -78,25 +78,52 @@ def test_sqlite_schema_matches_monitord(tmp_path: Path, golden: Path) -> None:
     assert describe(tmp_path / "s.db") == describe(golden / "process_wf_success.stampede.db")
 
 
-def test_sqlite_runs_in_its_worker_thread(tmp_path: Path, golden: Path) -> None:
-    """Every sqlite3 call happens off the event loop's thread, in the one worker."""
+def test_sqlite_endpoints_share_a_few_writer_threads_one_call_at_a_time(tmp_path: Path, golden: Path) -> None:
+    """Every sqlite3 call runs off the loop, in the process's few shared writer threads (serve has a DB
+    per workflow: not a thread each); each endpoint's calls never overlap and keep their order, so
+    twelve DBs written at once each equal monitord's."""
     import threading
+    import time
 
+    from streamer.endpoints.sqlite import WRITER_THREADS
+
+    count = 12
     threads: set[str] = set()
+    peak_threads = 0
+    overlaps: list[str] = []
 
-    async def run() -> None:
-        endpoint = create_endpoint(sqlite_url(tmp_path / "t.db"))
+    async def one(i: int) -> None:
+        nonlocal peak_threads
+        endpoint = create_endpoint(sqlite_url(tmp_path / f"t{i}.db"))
         await endpoint.open()
-        with pytest.raises(sqlite3.ProgrammingError, match="thread"):  # not usable from the loop's thread
-            endpoint._conn.execute("SELECT 1")
-        await endpoint._run(endpoint._conn.set_trace_callback,
-                            lambda _sql: threads.add(threading.current_thread().name))
+        inside = [0]
+
+        def traced(_sql: str) -> None:
+            threads.add(threading.current_thread().name)
+            inside[0] += 1
+            if inside[0] > 1:
+                overlaps.append(f"endpoint {i}")
+            time.sleep(0.0005)  # widen the window in which a second call of this endpoint would overlap
+            inside[0] -= 1
+
+        await endpoint._run(endpoint._conn.set_trace_callback, traced)
         for chunk in batches(golden_events(golden, "process_wf_success"), 10):
             await endpoint.write(chunk)
+            peak_threads = max(peak_threads, sum(t.name.startswith("streamer-sqlite")
+                                                 for t in threading.enumerate()))
         await endpoint.close()
 
+    async def run() -> None:
+        await asyncio.gather(*(one(i) for i in range(count)))
+
     asyncio.run(run())
-    assert threads == {"streamer-sqlite_0"}
+    assert threads and all(name.startswith("streamer-sqlite") for name in threads), threads
+    assert 1 <= len(threads) <= WRITER_THREADS < count
+    assert peak_threads <= WRITER_THREADS
+    assert overlaps == []
+    expected = golden_snapshot(golden, "process_wf_success")
+    for i in range(count):
+        assert_same(dbcompare.sqlite_snapshot(str(tmp_path / f"t{i}.db")), expected)
 
 
 def test_sqlite_url_forms(tmp_path: Path) -> None:

@@ -205,3 +205,53 @@ def test_thread_runner_steps_share_a_few_parse_threads_first_come_first_served(m
     asyncio.run(run())
     assert peak[0] <= runner_module.PARSE_THREADS
     assert started == list(range(24))
+
+
+def test_a_live_workflows_step_goes_ahead_of_steps_still_reading_a_backlog() -> None:
+    """serve restarted beside live workflows: while the parse threads are busy with backlogs, the step of a
+    workflow that had caught up (a piece just appended) is taken before the queued backlog steps, and
+    a runner is live once a step reached the end of its logs."""
+    import threading
+
+    from streamer.monitor import runner as runner_module
+
+    gate = threading.Event()
+    started: list[str] = []
+    lock = threading.Lock()
+
+    class Core:
+        def __init__(self, name: str, at_eof: bool) -> None:
+            self.name, self.at_eof = name, at_eof
+
+        def step(self, final: bool):
+            with lock:
+                started.append(self.name)
+            if self.name.startswith("busy"):
+                gate.wait(10)
+            return runner_module.Step([], None, at_eof=self.at_eof)
+
+    def runner(name: str, *, live: bool = False, at_eof: bool = False) -> runner_module.ThreadRunner:
+        r = runner_module.ThreadRunner()
+        r.core = Core(name, at_eof)  # type: ignore[assignment]
+        r.live = live
+        return r
+
+    async def run() -> list[runner_module.ThreadRunner]:
+        busy = [runner(f"busy{i}") for i in range(runner_module.PARSE_THREADS)]
+        backlog = [runner(f"backlog{i}") for i in range(5)]
+        live = runner("live", live=True, at_eof=True)
+        steps = [asyncio.create_task(r.step(False)) for r in busy]
+        while len(started) < len(busy):  # every parse thread holds a backlog step
+            await asyncio.sleep(0.005)
+        steps += [asyncio.create_task(r.step(False)) for r in backlog]
+        await asyncio.sleep(0.05)
+        steps.append(asyncio.create_task(live.step(False)))  # asked last
+        await asyncio.sleep(0.05)
+        gate.set()
+        await asyncio.gather(*steps)
+        return [live, backlog[0]]
+
+    live, backlog = asyncio.run(run())
+    after_busy = started[runner_module.PARSE_THREADS:]
+    assert after_busy == ["live"] + [f"backlog{i}" for i in range(5)]
+    assert live.live is True and backlog.live is False  # from each step's at_eof
