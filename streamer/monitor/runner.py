@@ -16,7 +16,6 @@ events included, so a crash repeats at most the step in flight.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import pickle
@@ -25,15 +24,17 @@ import subprocess
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Awaitable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 import orjson
 
 from .tracker import Tracker
 from .engine.events import type_raw
 from .engineopts import DEFAULT, EngineOptions
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 log = logging.getLogger("streamer.monitor")
 
@@ -128,11 +129,22 @@ _parse_pool_lock = threading.Lock()
 
 def _in_parse_thread(fn: Any, *args: Any) -> Awaitable[Any]:
     """`fn(*args)` in the shared parse pool (created on first use; threads are not tied to a loop)."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
     global _parse_pool
     with _parse_pool_lock:
         if _parse_pool is None:
             _parse_pool = ThreadPoolExecutor(max_workers=PARSE_THREADS, thread_name_prefix="streamer-parse")
     return asyncio.get_running_loop().run_in_executor(_parse_pool, fn, *args)
+
+
+async def _to_thread(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """`asyncio.to_thread`. The parent side alone imports asyncio: the parsing child never needs it
+    (like `concurrent.futures`, ~40 ms of its start-up)."""
+    import asyncio
+
+    return await asyncio.to_thread(fn, *args, **kwargs)
 
 
 class ThreadRunner:
@@ -145,7 +157,7 @@ class ThreadRunner:
         self.core: MonitorCore | None = None
 
     async def open(self) -> None:
-        self.core = await asyncio.to_thread(MonitorCore, **self.options)
+        self.core = await _to_thread(MonitorCore, **self.options)
 
     async def step(self, final: bool) -> Step:
         assert self.core is not None
@@ -157,7 +169,7 @@ class ThreadRunner:
 
     async def close(self) -> None:
         if self.core is not None:
-            await asyncio.to_thread(self.core.close)
+            await _to_thread(self.core.close)
 
 
 class MonitorWorkerError(RuntimeError):
@@ -182,14 +194,14 @@ class ProcessRunner:
     async def open(self) -> None:
         # its own process group: a terminal's Ctrl-C (sent to the foreground group) reaches the parent alone,
         # which stops the worker in order, even while the worker is still starting (before `serve` ignores it)
-        self.process = await asyncio.to_thread(
+        self.process = await _to_thread(
             subprocess.Popen, [sys.executable, "-c", _CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             env={**os.environ, _PARENT_ENV: str(os.getpid())}, process_group=0)
         await self._call("open", self.options, logging.getLogger().level)
 
     async def _call(self, op: str, *args: Any) -> Any:
         # a thread blocks on the pipe: replies are read as soon as they come, whatever the loop is doing
-        status, value = await asyncio.to_thread(self._roundtrip, op, args)
+        status, value = await _to_thread(self._roundtrip, op, args)
         if status == "error":
             raise value
         return value
@@ -230,7 +242,7 @@ class ProcessRunner:
         except MonitorWorkerError as exc:
             log.warning("%s", exc)
         finally:
-            await asyncio.to_thread(self._stop_process)
+            await _to_thread(self._stop_process)
 
     def _stop_process(self) -> None:
         with self._lock:

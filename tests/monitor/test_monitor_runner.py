@@ -205,3 +205,21 @@ def test_thread_runner_steps_share_a_few_parse_threads_first_come_first_served(m
     asyncio.run(run())
     assert peak[0] <= runner_module.PARSE_THREADS
     assert started == list(range(24))
+
+
+def test_the_parsing_child_and_a_replay_load_no_provenance_models_nor_asyncio_in_the_child(tmp_path: Path) -> None:
+    """Start-up is CPU in every replay: the child imports what parsing needs, and a replay to a BP file with
+    no provenance record never builds the pydantic models of `events/chimbuko.py` (~0.1 s per process)."""
+    check = ("import sys; {}; heavy = sorted(m for m in sys.modules if m == 'pydantic' or m == 'asyncio'"
+             " or m == 'concurrent.futures' or m == 'streamer.events.chimbuko' or m == 'streamer.monitor.source');"
+             " print(heavy)")
+    child = subprocess.run([sys.executable, "-c", check.format("from streamer.monitor.runner import serve")],
+                           capture_output=True, text=True, check=True)
+    assert child.stdout.split("\n")[0] == "[]"
+    directory = generate(tmp_path / "w", jobs=20, seed=1)
+    replay = ("from streamer.cli import main; sys.argv = ['streamer', 'replay', {!r}, '-q', '--dest', {!r}];"
+              " code = main()").format(str(directory), f"file://{tmp_path / 'out.bp'}")
+    parent = subprocess.run([sys.executable, "-c", check.format(replay)], capture_output=True, text=True,
+                            check=True, env={**os.environ, "TZ": "UTC"})
+    assert parent.stdout.strip().split("\n")[-1] == "['asyncio', 'concurrent.futures', 'streamer.monitor.source']"
+    assert (tmp_path / "out.bp").read_text().count("event=stampede.job_inst.main.end") == 25  # 20 compute jobs and 5 auxiliary
