@@ -345,9 +345,10 @@ def serve() -> int:
         try:
             if op == "open":
                 options, level = args
-                from ..runtime import log_to_stderr
+                from ..runtime import log_to_stderr, tune_gc
 
                 log_to_stderr(level)
+                tune_gc()  # as the parent: the engine's state lives for the whole run (~4% of a replay's parsing)
                 core = MonitorCore(**options)
                 result: Any = None
             elif core is None:
