@@ -11,14 +11,14 @@ import shlex
 import shutil
 import sys
 from pathlib import Path
-from typing import TextIO
-
-from rich.console import Console
-from rich.text import Text
+from typing import TYPE_CHECKING, TextIO
 
 from .progressline import RunView
 from .status.counts import FAILURE, RUNNING, SUCCESS
 from .status.tracker import FAILED
+
+if TYPE_CHECKING:  # rich is imported when a summary is drawn (not under -q)
+    from rich.text import Text
 
 MAX_SHOWN = 10
 """Failed jobs listed at most (the rest are counted)."""
@@ -34,6 +34,8 @@ def pegasus_tool(name: str) -> str:
 
 
 def summary_text(view: RunView, submit_dir: str | Path) -> Text:
+    from rich.text import Text
+
     out = Text()
     roots = view.tracker.roots()
     if not roots:
@@ -81,5 +83,7 @@ def summary_text(view: RunView, submit_dir: str | Path) -> Text:
 
 
 def print_end_summary(view: RunView, submit_dir: str | Path, stream: TextIO) -> None:
+    from rich.console import Console
+
     console = Console(file=stream, highlight=False, soft_wrap=True)
     console.print(summary_text(view, submit_dir), end="")

@@ -17,15 +17,15 @@ import logging
 import sys
 import time
 from collections import deque
-from typing import Any, TextIO
-
-from rich.console import Console
-from rich.live import Live
-from rich.text import Text
+from typing import TYPE_CHECKING, Any, TextIO
 
 from .sources.base import Batch
 from .status.counts import RUNNING
 from .status.tracker import DONE, FAILED, HELD, RUNNING_JOB, StatusTracker
+
+if TYPE_CHECKING:  # rich is imported where a line is drawn: `-q` and a pipe never load it (~25 ms)
+    from rich.live import Live
+    from rich.text import Text
 
 RATE_WINDOW = 5.0
 """Seconds over which the current rate is measured."""
@@ -118,6 +118,8 @@ class _Line:
         self.view = view
 
     def __rich__(self) -> Text:
+        from rich.text import Text
+
         return Text(self.view.line(), no_wrap=True, overflow="ellipsis")
 
 
@@ -130,6 +132,9 @@ class ProgressLine:
         self.live: Live | None = None
         self._handlers: list[tuple[logging.StreamHandler, Any]] = []
         if enabled:
+            from rich.console import Console
+            from rich.live import Live
+
             console = Console(file=stream, highlight=False)
             self.live = Live(_Line(view), console=console, refresh_per_second=4, transient=True,
                              redirect_stdout=True, redirect_stderr=True)

@@ -1,8 +1,11 @@
-"""Event loop (uvloop where available), signals and the stderr reporter."""
+"""Event loop (uvloop where available), signals and the stderr reporter.
+
+asyncio is imported by the functions that need a loop: the monitor's parsing child process uses this
+module (`log_to_stderr`, `tune_gc`) and runs no loop.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import logging
 import os
@@ -15,6 +18,8 @@ from .urls import mask
 
 def run(main: Coroutine[Any, Any, int]) -> int:
     """Run `main` on uvloop (Linux/macOS), falling back to asyncio's loop."""
+    import asyncio
+
     tune_gc()
     try:
         import uvloop
@@ -38,6 +43,8 @@ def tune_gc() -> None:
 
 
 def loop_name() -> str:
+    import asyncio
+
     loop = asyncio.get_running_loop()
     return f"{type(loop).__module__}.{type(loop).__name__}"
 
@@ -69,6 +76,8 @@ def install_signal_handlers(on_stop: Callable[[int], None],
                             left: Callable[[], list[str]] | None = None) -> None:
     """SIGINT/SIGTERM call `on_stop(signum)`; a second signal exits at once (128 + N), saying
     what it leaves behind (`left()`: one message per endpoint)."""
+    import asyncio
+
     loop = asyncio.get_running_loop()
     seen: list[int] = []
 

@@ -15,7 +15,7 @@ import hashlib
 import re
 from typing import Any, Callable
 
-from . import chimbuko, chimbuko_forms, legacy, native, schema
+from . import legacy, native, schema
 from .event import FAST_CONVERTERS, ID_FIELD, Event, FieldError, converters_for, format_ts, verify_id
 from .registry import note_unknown
 
@@ -41,7 +41,7 @@ def _plan_for(name: str) -> Plan | None:
     the line is a faithful BP form of the event); None: `parse_line` does it all.
     """
     renames = None
-    if name.startswith(chimbuko.PREFIX):  # provenance records: parse_line types them
+    if name.startswith(schema.PROVENANCE):  # provenance records: parse_line types them
         return None
     if name in legacy.LEGACY:
         new_name, renames, fixed = legacy.LEGACY[name]
@@ -157,7 +157,9 @@ def parse_line(line: str) -> Event:
         raise BPError("no ts= field")
     if pairs.get("level") == "Info":
         del pairs["level"]
-    if name.startswith(chimbuko.PREFIX):  # provenance record: `ts` is derived, values are JSON
+    if name.startswith(schema.PROVENANCE):  # provenance record: `ts` is derived, values are JSON
+        from . import chimbuko, chimbuko_forms  # on first use: their pydantic models cost start-up time
+
         del pairs["ts"]
         try:
             return chimbuko_forms.from_bp_pairs(name, pairs)
@@ -248,7 +250,7 @@ def join(events: list[Event]) -> bytes:
 
 def _format_fields(event: Event) -> str:
     fields = event.fields
-    if event.name.startswith(chimbuko.PREFIX):
+    if event.name.startswith(schema.PROVENANCE):
         return _format_record(event)
     ts = fields.get("ts")
     head = (f"ts={format_ts(ts) if isinstance(ts, (int, float)) else _ts_now()} event={event.name}"
@@ -270,6 +272,8 @@ def _format_python(head: str, fields: dict[str, Any]) -> str:
 
 def _format_record(event: Event) -> str:
     """A provenance record's BP line: `ts` derived (see chimbuko_forms.bp_ts), nested values as JSON text."""
+    from . import chimbuko_forms
+
     parts = [f"ts={format_ts(chimbuko_forms.bp_ts(event))} event={event.name} level=Info"]
     value_text = chimbuko_forms.bp_value
     parts += [f"{key}={_quote(value_text(key, value))}" for key, value in event.fields.items()]

@@ -36,6 +36,8 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from typing_extensions import TypedDict
 
+from . import schema
+
 if TYPE_CHECKING:
     from .event import Event
 
@@ -46,7 +48,7 @@ _LIST: Any = list
 _DICT: Any = dict
 _TYPED_DICT: Any = TypedDict
 
-PREFIX = "chimbuko."
+PREFIX = schema.PROVENANCE
 
 COLLECTIONS: dict[str, str] = {
     "anomalies": "chimbuko.anomaly",

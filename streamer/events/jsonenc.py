@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 import orjson
 
-from . import chimbuko, chimbuko_forms, legacy, native, schema
+from . import legacy, native, schema
 from .canonical import wide_json
 from .event import ID_FIELD, Event, FieldError, verify_id
 from .registry import note_unknown
@@ -138,7 +138,9 @@ def from_dict(obj: dict[str, Any]) -> Event:
     name = obj.get("event")
     if not isinstance(name, str) or not name:
         raise JSONError(NO_EVENT)
-    if name.startswith(chimbuko.PREFIX):  # provenance records: their own schema
+    if name.startswith(schema.PROVENANCE):  # provenance records: their own schema
+        from . import chimbuko, chimbuko_forms  # on first use: their pydantic models cost start-up time
+
         try:
             return chimbuko_forms.from_json_object(obj)
         except chimbuko.RecordError as exc:

@@ -16,7 +16,6 @@ events included, so a crash repeats at most the step in flight.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import logging
 import os
@@ -27,15 +26,17 @@ import subprocess
 import sys
 import threading
 import time
-from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, Awaitable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 import orjson
 
 from .tracker import Tracker
 from .engine.events import type_raw
 from .engineopts import DEFAULT, EngineOptions
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 log = logging.getLogger("streamer.monitor")
 
@@ -131,7 +132,8 @@ LIVE, BACKLOG = 0, 1
 
 
 class _ParsePool:
-    """`PARSE_THREADS` threads taking steps by priority, then in the order asked."""
+    """`PARSE_THREADS` threads taking steps by priority, then in the order asked (started on the first step;
+    `concurrent.futures` is imported then too: the parsing child, which never takes one, does without it)."""
 
     def __init__(self, threads: int) -> None:
         self._queue: queue.PriorityQueue[tuple[int, int, Future[Any], Any, tuple[Any, ...]]] = queue.PriorityQueue()
@@ -141,6 +143,8 @@ class _ParsePool:
         self._lock = threading.Lock()
 
     def submit(self, priority: int, fn: Any, *args: Any) -> Future[Any]:
+        from concurrent.futures import Future
+
         with self._lock:
             if not self._started:  # all at once: later steps never wait for a thread to start
                 for i in range(self._threads):
@@ -168,7 +172,17 @@ _parse_pool = _ParsePool(PARSE_THREADS)
 
 def _in_parse_thread(priority: int, fn: Any, *args: Any) -> Awaitable[Any]:
     """`fn(*args)` in the shared parse pool (threads are not tied to a loop)."""
+    import asyncio
+
     return asyncio.wrap_future(_parse_pool.submit(priority, fn, *args))
+
+
+async def _to_thread(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """`asyncio.to_thread`. The parent side alone imports asyncio: the parsing child never needs it
+    (like `concurrent.futures`, ~40 ms of its start-up)."""
+    import asyncio
+
+    return await asyncio.to_thread(fn, *args, **kwargs)
 
 
 class ThreadRunner:
@@ -183,7 +197,7 @@ class ThreadRunner:
         """The last step reached the end of every log: the next one parses what was just appended."""
 
     async def open(self) -> None:
-        self.core = await asyncio.to_thread(MonitorCore, **self.options)
+        self.core = await _to_thread(MonitorCore, **self.options)
 
     async def step(self, final: bool) -> Step:
         assert self.core is not None
@@ -197,7 +211,7 @@ class ThreadRunner:
 
     async def close(self) -> None:
         if self.core is not None:
-            await asyncio.to_thread(self.core.close)
+            await _to_thread(self.core.close)
 
 
 class MonitorWorkerError(RuntimeError):
@@ -222,14 +236,14 @@ class ProcessRunner:
     async def open(self) -> None:
         # its own process group: a terminal's Ctrl-C (sent to the foreground group) reaches the parent alone,
         # which stops the worker in order, even while the worker is still starting (before `serve` ignores it)
-        self.process = await asyncio.to_thread(
+        self.process = await _to_thread(
             subprocess.Popen, [sys.executable, "-c", _CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             env={**os.environ, _PARENT_ENV: str(os.getpid())}, process_group=0)
         await self._call("open", self.options, logging.getLogger().level)
 
     async def _call(self, op: str, *args: Any) -> Any:
         # a thread blocks on the pipe: replies are read as soon as they come, whatever the loop is doing
-        status, value = await asyncio.to_thread(self._roundtrip, op, args)
+        status, value = await _to_thread(self._roundtrip, op, args)
         if status == "error":
             raise value
         return value
@@ -270,7 +284,7 @@ class ProcessRunner:
         except MonitorWorkerError as exc:
             log.warning("%s", exc)
         finally:
-            await asyncio.to_thread(self._stop_process)
+            await _to_thread(self._stop_process)
 
     def _stop_process(self) -> None:
         with self._lock:
@@ -373,9 +387,10 @@ def serve() -> int:
         try:
             if op == "open":
                 options, level = args
-                from ..runtime import log_to_stderr
+                from ..runtime import log_to_stderr, tune_gc
 
                 log_to_stderr(level)
+                tune_gc()  # as the parent: the engine's state lives for the whole run (~4% of a replay's parsing)
                 core = MonitorCore(**options)
                 result: Any = None
             elif core is None:

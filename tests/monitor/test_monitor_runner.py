@@ -255,3 +255,36 @@ def test_a_live_workflows_step_goes_ahead_of_steps_still_reading_a_backlog() -> 
     after_busy = started[runner_module.PARSE_THREADS:]
     assert after_busy == ["live"] + [f"backlog{i}" for i in range(5)]
     assert live.live is True and backlog.live is False  # from each step's at_eof
+
+
+HEAVY = ("pydantic", "rich", "asyncio", "concurrent.futures", "streamer.events.chimbuko", "streamer.monitor.source")
+"""Modules a replay's processes load only when they need them (their start-up is CPU in every replay)."""
+
+_SERVED = """
+import gc, io, sys
+from streamer.monitor import runner
+options = dict(dagman_out=sys.argv[1], recursive=True, tz="UTC", write_jobstate=False, state=None, read_size=1 << 20)
+requests = runner._frame(("open", (options, 30))) + runner._frame(("step", (True,))) + runner._frame(("close", ()))
+sys.stdin = io.TextIOWrapper(io.BytesIO(requests))
+sys.stdout = replies = io.TextIOWrapper(io.BytesIO())  # kept: serve() swaps sys.stdout
+runner.serve()
+print(sorted(m for m in sys.modules if m in sys.argv[2:]), gc.get_threshold()[0], file=sys.__stderr__)
+"""
+
+
+def test_the_parsing_child_and_a_quiet_replay_load_no_provenance_models_nor_rich(tmp_path: Path) -> None:
+    """The child imports what parsing needs (no asyncio, no source) and tunes its GC as the parent does; a quiet
+    replay to a BP file with no provenance record never builds the pydantic models of `events/chimbuko.py`
+    (~0.1 s per process), nor draws with rich (~25 ms)."""
+    directory = generate(tmp_path / "w", jobs=20, seed=1)
+    dagman_out = str(next(directory.glob("*.dag.dagman.out")))
+    child = subprocess.run([sys.executable, "-c", _SERVED, dagman_out, *HEAVY], capture_output=True, text=True,
+                           check=True)
+    assert child.stderr.strip().split("\n")[-1] == "[] 10000"
+    check = "import sys; {}; print(sorted(m for m in sys.modules if m in %r))" % (HEAVY,)
+    replay = ("from streamer.cli import main; sys.argv = ['streamer', 'replay', {!r}, '-q', '--dest', {!r}];"
+              " code = main()").format(str(directory), f"file://{tmp_path / 'out.bp'}")
+    parent = subprocess.run([sys.executable, "-c", check.format(replay)], capture_output=True, text=True,
+                            check=True, env={**os.environ, "TZ": "UTC"})
+    assert parent.stdout.strip().split("\n")[-1] == "['asyncio', 'concurrent.futures', 'streamer.monitor.source']"
+    assert (tmp_path / "out.bp").read_text().count("event=stampede.job_inst.main.end") == 25  # 20 compute, 5 others
