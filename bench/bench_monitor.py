@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -38,32 +37,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.reference import Run, measure as measure_tree, precompile, summary  # noqa: E402
+from bench.reference import Run, measure as measure_tree, precompile, run_measured, summary  # noqa: E402
 from streamer.synth import generate  # noqa: E402
 from streamer.synth.validate import count_bp  # noqa: E402
-
-_MEASURE = (
-    "import resource, subprocess, sys, time\n"
-    "log = open(sys.argv[2], 'w')\n"
-    "t = time.perf_counter(); p = subprocess.run(sys.argv[3:], cwd=sys.argv[1], stdout=log, stderr=log)\n"
-    "print(p.returncode, time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
-)
-
 
 def measure(command: list[str], cwd: Path) -> tuple[float, int]:
     """Seconds and peak RSS (KiB) of `command` run in `cwd`; raises if it fails.
 
     The tool's own output goes to <cwd>.log, so printing costs the same for both tools.
     """
-    env = dict(os.environ, TZ="UTC", PYTHONPATH=str(ROOT))
-    log = cwd.with_suffix(".log")
-    proc = subprocess.run([sys.executable, "-c", _MEASURE, str(cwd), str(log), *command], env=env,
-                          capture_output=True, text=True)
-    fields = proc.stdout.split()
-    if proc.returncode or not fields or fields[0] != "0":
-        tail = log.read_text()[-3000:] if log.exists() else ""
-        raise RuntimeError(f"{' '.join(command)} failed:\n{tail}{proc.stderr[-2000:]}")
-    return float(fields[1]), int(fields[2])
+    run = run_measured(command, cwd, cwd.with_suffix(".log"), dict(os.environ, TZ="UTC", PYTHONPATH=str(ROOT)))
+    return run.wall, run.rss_kib
 
 
 def streamer_cmd(run_dir: Path, dest: str) -> list[str]:

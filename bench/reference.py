@@ -58,17 +58,20 @@ def precompile(tree: Path) -> None:
                    check=True, stdout=subprocess.DEVNULL)
 
 
-def measure(tree: Path, args: list[str], cwd: Path, log: Path, env: dict[str, str] | None = None) -> Run:
-    """One `python -m streamer ARGS` of `tree` in `cwd` (output to `log`); raises if it fails."""
-    env = _env(tree, env)
-    command = [python_of(tree), "-m", "streamer", *args]
+def run_measured(command: list[str], cwd: Path, log: Path, env: dict[str, str]) -> Run:
+    """`command` in `cwd` (its output to `log`) from a fresh parent: wall, CPU and peak RSS; raises if it fails."""
     proc = subprocess.run([sys.executable, "-c", _MEASURE, str(cwd), str(log), *command], env=env,
                           capture_output=True, text=True)
     fields = proc.stdout.split()
     if proc.returncode or not fields or fields[0] != "0":
         tail = log.read_text()[-3000:] if log.exists() else ""
-        raise RuntimeError(f"{' '.join(command)} (in {tree}) failed:\n{tail}{proc.stderr[-2000:]}")
+        raise RuntimeError(f"{' '.join(command)} (in {cwd}) failed:\n{tail}{proc.stderr[-2000:]}")
     return Run(float(fields[1]), float(fields[2]), int(fields[3]))
+
+
+def measure(tree: Path, args: list[str], cwd: Path, log: Path, env: dict[str, str] | None = None) -> Run:
+    """One `python -m streamer ARGS` of `tree` in `cwd` (output to `log`); raises if it fails."""
+    return run_measured([python_of(tree), "-m", "streamer", *args], cwd, log, _env(tree, env))
 
 
 def summary(ours: list[Run], theirs: list[Run]) -> str:

@@ -77,8 +77,8 @@ class Spooling(Layer):
         self.max_delay = max_delay
         """Cap of the replay's back-off (seconds)."""
         self.remove_if_empty = remove_if_empty
-        self._refused = False  # the endpoint refused a batch for good: an empty spool is not left behind
         """Remove the spool directory at close when nothing is left (a default one, not given by the user)."""
+        self._refused = False  # the endpoint refused a batch for good: an empty spool is not left behind
         self.chunk = max(1, int(inner.option("batch") or 5000))
         self.spool: Spool | None = None
         self.spooled = 0
