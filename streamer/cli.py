@@ -15,6 +15,7 @@ from .endpoints import EndpointError
 from .endpoints.options import help_text as option_help
 from .core.filters import EventFilter, FilterError
 from .cli_help import epilog
+from .exitcodes import Exit
 from .cli_jobstate import is_jobstate_log, run_jobstate
 from .runtime import run, setup_logging
 from .sources.base import SourceError
@@ -519,15 +520,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(_dash_values(argv))
     if not args.command:
         parser.print_help()
-        return 2
+        return Exit.USAGE
     setup_logging(getattr(args, "verbose", 0))
     try:
         return run(dispatch(args))
     except (ConfigError, FilterError, EndpointError, SourceError, ValueError, OSError) as exc:  # MetricsError too
         sys.stderr.write(f"streamer: error: {mask(str(exc))}\n")
-        return 2
+        return Exit.USAGE
     except KeyboardInterrupt:
-        return 130
+        return Exit.INTERRUPTED
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -16,6 +16,7 @@ from .endpoints import EndpointError, create_endpoint
 from .endpoints.base import Endpoint
 from .endpoints.waiting import left_behind, waiting_for
 from .events.codec import JSON_LINES
+from .exitcodes import signalled
 from .runtime import install_signal_handlers
 from .sources.base import Batch, Source, SourceError
 from .urls import mask
@@ -179,7 +180,7 @@ async def run_pipeline(source: Source, specs: list[EndpointSpec], *, on_error: s
     if live is None:
         live = source.follow
     if stopped and exit_code == 0 and not live:
-        exit_code = 128 + stopped[0]
+        exit_code = signalled(stopped[0])
     return RunResult(exit_code, bus.published_events, time.monotonic() - started, bus.summary(),
                      stopped[0] if stopped else None, bus.route_stats())
 

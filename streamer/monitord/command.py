@@ -17,6 +17,7 @@ from ..config import ConfigError, EndpointSpec, normalise_url
 from ..core.dbnaming import default_db_url
 from ..runtime import MaskingFormatter, run
 from ..urls import mask
+from ..exitcodes import Exit
 from . import files, options, properties, stats
 
 if TYPE_CHECKING:
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("streamer.monitord")
 
 LEVELS = [logging.ERROR, logging.WARNING, logging.INFO, logging.DEBUG]
-DAGMAN_GONE = 42
+DAGMAN_GONE = Exit.DAGMAN_GONE
 """monitord's exit code when DAGMan died without writing its exit line."""
 WATCH_INTERVAL = 2.0
 _PID_LINE = re.compile(rb"\*\* PID = (\d+)\s*$", re.MULTILINE)
