@@ -56,7 +56,7 @@ if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 &
     || echo "test.sh: could not install chromium" >&2
 fi
 
-# npm fetches the dashboard pages' CDN files (tests/cdnassets.py) for the same test, only when missing
+# npm fetches the dashboard pages' CDN files (tests/support/cdnassets.py) for the same test, only when missing
 if ! command -v npm >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   echo "test.sh: installing Debian npm"
   export DEBIAN_FRONTEND=noninteractive

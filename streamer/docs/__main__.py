@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .reference import PAGES, write
+from streamer.docs.reference import PAGES, write
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,11 +2,11 @@
 
 - `urls.md` — every endpoint class of the registry (`endpoints/__init__.py`), its URL schemes, and every option
   it declares (`endpoints/options.py`: name, kind, default, doc); the collector's queue options
-  (`sources/amqpqueue.py`).
+  (`sources/amqp/queue.py`).
 - `events.md` — every Stampede event of the schema (`events/schema.py`) with its fields, kinds and mandatory flags,
   and the Chimbuko provenance records (`events/chimbuko.py`).
-- `exit-codes.md` — `exitcodes.py`: every code, and what it means per command.
-- `metrics.md` — `metrics.py`'s `METRICS`.
+- `exit-codes.md` — `util/exitcodes.py`: every code, and what it means per command.
+- `metrics.md` — `run/metrics.py`'s `METRICS`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def _cell(text: str) -> str:
 
 
 def _default(option: Any) -> str:
-    from ..endpoints.options import _show, parse_bool
+    from streamer.endpoints.options import _show, parse_bool
 
     if option.default is None or (option.default is False and option.parse is not parse_bool):
         return "—"
@@ -42,9 +42,9 @@ def _summary(cls: type) -> str:
 
 
 def urls_md() -> str:
-    from ..endpoints import CLASSES, REGISTRY
-    from ..endpoints.options import BUS, COMMON
-    from ..sources.amqpqueue import OPTIONS as QUEUE_OPTIONS
+    from streamer.endpoints import CLASSES, REGISTRY
+    from streamer.endpoints.options import BUS, COMMON
+    from streamer.sources.amqp.queue import OPTIONS as QUEUE_OPTIONS
 
     table = REGISTRY.table()
     classes: list[type] = []
@@ -80,8 +80,8 @@ def urls_md() -> str:
 
 
 def events_md() -> str:
-    from ..events import schema
-    from ..events.chimbuko import COLLECTIONS, IDENTITY, MODELS
+    from streamer.events import schema
+    from streamer.events.chimbuko import COLLECTIONS, IDENTITY, MODELS
 
     lines = [HEADER.format(source="streamer/events/schema.py and streamer/events/chimbuko.py").rstrip("\n"), "",
              "# Events", "",
@@ -116,9 +116,9 @@ def events_md() -> str:
 
 
 def exit_codes_md() -> str:
-    from ..exitcodes import COMMANDS, NAMES
+    from streamer.util.exitcodes import COMMANDS, NAMES
 
-    lines = [HEADER.format(source="streamer/exitcodes.py").rstrip("\n"), "", "# Exit codes", "",
+    lines = [HEADER.format(source="streamer/util/exitcodes.py").rstrip("\n"), "", "# Exit codes", "",
              "Every command exits with one of these (`streamer COMMAND --help` lists its own). A replay cut short by "
              "signal N exits 128 + N.", "", "| code | meaning |", "| --- | --- |"]
     lines += [f"| {int(code)} | {_cell(text)} |" for code, text in NAMES.items()]
@@ -131,9 +131,9 @@ def exit_codes_md() -> str:
 
 
 def metrics_md() -> str:
-    from ..metrics import METRICS
+    from streamer.run.metrics import METRICS
 
-    lines = [HEADER.format(source="streamer/metrics.py").rstrip("\n"), "", "# Metrics", "",
+    lines = [HEADER.format(source="streamer/run/metrics.py").rstrip("\n"), "", "# Metrics", "",
              "Served on `http://HOST:PORT/metrics` with `--metrics HOST:PORT` (Prometheus's text format); the health "
              "check and how to scrape: [operations/monitoring.md](../operations/monitoring.md).", "",
              "| metric | type | labels | what |", "| --- | --- | --- | --- |"]

@@ -17,7 +17,7 @@ import os
 import time
 from pathlib import Path
 
-from ..exitcodes import Exit
+from streamer.util.exitcodes import Exit
 
 log = logging.getLogger("streamer.monitord")
 

@@ -14,7 +14,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import NoReturn
 
-from ..exitcodes import help_block
+from streamer.util.exitcodes import help_block
 
 log = logging.getLogger("streamer.monitord")
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..config import ConfigError, EndpointSpec, Settings, load_toml, normalise_url
+from streamer.config.settings import ConfigError, EndpointSpec, Settings, load_toml, normalise_url
 
 SQLITE_DEFAULT = "sqlite"
 KNOWN_KEYS = {"watch", "metrics", "master_db", "master_poll", "workflow_dest", "jobstate", "state_dir", "timezone",

@@ -15,10 +15,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Sequence
 
-from ..config import EndpointSpec
-from ..endpoints import create_endpoint
-from ..endpoints.base import Endpoint
-from ..events import Event
+from streamer.config.settings import EndpointSpec
+from streamer.endpoints import create_endpoint
+from streamer.endpoints.base import Endpoint
+from streamer.events import Event
 
 
 class SharedEndpoint:

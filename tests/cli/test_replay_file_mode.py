@@ -6,7 +6,7 @@ import subprocess
 from pathlib import Path
 
 from streamer.synth import generate
-from streamer.synth.dagjobstate import write_plain_dag
+from tests.support.dagjobstate import write_plain_dag
 
 
 def _run(python: str, *args: str) -> None:

@@ -7,13 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from streamer import exitcodes
+from streamer.util import exitcodes
 from streamer.docs import reference
 from streamer.endpoints import REGISTRY
 from streamer.endpoints.options import declared
 from streamer.events import schema
 from streamer.events.chimbuko import COLLECTIONS
-from streamer.metrics import METRICS, Metrics
+from streamer.run.metrics import METRICS, Metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "docs" / "reference"
@@ -53,7 +53,7 @@ def test_exit_codes_are_declared_once_and_used_by_the_commands() -> None:
     text = reference.exit_codes_md()
     for code in exitcodes.Exit:
         assert f"| {int(code)} |" in text, code
-    from streamer.cli_help import epilog
+    from streamer.cli.help import epilog
     from streamer.monitord.command import DAGMAN_GONE
     from streamer.monitord.files import PID_IN_USE
 

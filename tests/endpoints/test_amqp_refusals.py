@@ -13,9 +13,9 @@ from pathlib import Path
 import aio_pika
 import pytest
 
-from tests.amqphelp import unique
+from tests.support.amqphelp import unique
 from tests.conftest import unavailable
-from streamer.cli import main
+from streamer.cli.main import main
 
 
 

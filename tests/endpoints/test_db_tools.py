@@ -25,13 +25,12 @@ from pathlib import Path
 
 import pytest
 
-from streamer.endpoints.stampede_schema import WIDENED
-from tests.dbstream import NAMES, golden_events
+from streamer.endpoints.db.schema.stampede import WIDENED
+from tests.support.dbstream import NAMES, golden_events
 from tests.endpoints.test_db import load
-from tests.pghelp import fresh_database_sync
+from tests.support.pghelp import fresh_database_sync
 
-pytest.importorskip("Pegasus", reason="pegasus-wms (test extra) not installed")
-asyncpg = pytest.importorskip("asyncpg")
+import asyncpg
 
 pytestmark = pytest.mark.corpus
 

@@ -13,17 +13,17 @@ from typing import Any, AsyncIterator
 import pytest
 
 from streamer.endpoints import create_endpoint
-from streamer.endpoints.mysql import MySQLEndpoint, parse_target
-from streamer.endpoints.stampede_schema import WIDENED
-from streamer.urls import EndpointURL
-from tests import dbcompare
-from tests.dbstream import NAMES, golden_events, synthetic
+from streamer.endpoints.db.mysql import MySQLEndpoint, parse_target
+from streamer.endpoints.db.schema.stampede import WIDENED
+from streamer.util.urls import EndpointURL
+from tests.support import dbcompare
+from tests.support.dbstream import NAMES, golden_events, synthetic
 from tests.endpoints.test_db import assert_same, golden_snapshot, load
 from tests.endpoints.test_db_tools import _copy_submit_dir
 from tests.monitor.test_replay_db import replay, without_total_memory
-from tests.pghelp import pg_snapshot
+from tests.support.pghelp import pg_snapshot
 
-asyncmy = pytest.importorskip("asyncmy")
+import asyncmy
 
 pytestmark = pytest.mark.mysql
 

@@ -15,7 +15,7 @@ import pytest
 
 from streamer.events import Event, bp, jsonenc
 from streamer.monitor.source import WorkflowSource
-from tests.eventcompare import WALL_CLOCK_EVENTS, differences
+from tests.support.eventcompare import WALL_CLOCK_EVENTS, differences
 
 NAMES = ("process_wf_success", "process_wf_failure", "sample_wf_held", "hierarchical_wf_success")
 

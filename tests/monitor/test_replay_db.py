@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from tests import dbcompare
+from tests.support import dbcompare
 from tests.endpoints.test_db import assert_same, golden_snapshot
 from tests.endpoints.test_db_tools import _assert_same_outputs, _copy_submit_dir, _dag_name, _run_tools
-from tests.pghelp import pg_snapshot
+from tests.support.pghelp import pg_snapshot
 
 NAMES = ("process_wf_success", "process_wf_failure", "sample_wf_held", "hierarchical_wf_success")
 

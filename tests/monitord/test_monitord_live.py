@@ -21,9 +21,9 @@ import pytest
 from streamer.monitord.launcher import install
 from streamer.synth import generate
 from streamer.synth.notify import write_notify, write_recorder
-from tests.amqphelp import Capture, Forwarder, unique
+from tests.support.amqphelp import Capture, Forwarder, unique
 from tests.conftest import AMQP_PORT
-from tests.dbcompare import compare, format_diff, sqlite_snapshot
+from tests.support.dbcompare import compare, format_diff, sqlite_snapshot
 from tests.monitor.test_monitor_golden import _without_monitord_lines
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -24,11 +24,12 @@ from pathlib import Path
 
 import pytest
 
-from streamer import cli
+from streamer.cli.main import main as cli
 from streamer.serve.discovery import classify
 from streamer.synth import generate, iter_dagman_chunks
-from tests import dbcompare
-from tests.pghelp import fresh_database_sync, pg_snapshot
+from tests.support import dbcompare
+from tests.support.pghelp import fresh_database_sync, pg_snapshot
+from tests.conftest import unavailable
 
 SCENARIOS = ["success", "retry", "held", "held_abort", "evicted", "pre_failure", "post_failure",
              "submit_failure", "clustered", "xml_kickstart"]
@@ -300,7 +301,7 @@ def test_serve_usage_errors_name_the_problem(tmp_path: Path) -> None:
 
 def test_serve_systemd_unit_verifies(tmp_path: Path) -> None:
     if shutil.which("systemd-analyze") is None:
-        pytest.skip("systemd-analyze not installed (the unit is only parsed by systemd)")
+        unavailable("systemd-analyze not installed (the unit is only parsed by systemd)")
     unit = (Path(__file__).resolve().parents[2] / "deploy" / "systemd" / "streamer-serve.service").read_text()
     local = tmp_path / "streamer-serve.service"
     local.write_text(unit.replace("/opt/streamer/bin/streamer", sys.executable))
@@ -312,7 +313,7 @@ def test_serve_systemd_unit_verifies(tmp_path: Path) -> None:
 
 async def test_a_dagman_out_write_wakes_the_workflow_that_owns_it(tmp_path: Path) -> None:
     """inotify's write on a sub-workflow's dagman.out wakes its root's follower; one state dir, one serve."""
-    from streamer.config import ConfigError
+    from streamer.config.settings import ConfigError
     from streamer.serve.config import ServeConfig
     from streamer.serve.follower import Followed, ServeSource
     from streamer.serve.supervisor import Supervisor
@@ -340,7 +341,7 @@ def test_serve_metrics_count_every_workflow(tmp_path: Path) -> None:
     """`serve --metrics`: one exporter for all followed workflows: the active count while they run and
     the events a shared endpoint got, equal to what it wrote."""
     from tests.metrics.test_metrics import get, samples
-    from tests.ownservers import free_port
+    from tests.support.ownservers import free_port
 
     workflows = make_workflows(tmp_path, 2, set())
     root = tmp_path / "gen"

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from streamer.events import bp, jsonenc
+from tests.conftest import unavailable
 
 MAX_LINE = 16 * 1024 * 1024
 
@@ -18,7 +19,7 @@ MAX_LINE = 16 * 1024 * 1024
 def good_lines(corpus: Path) -> list[str]:
     path = corpus / "bp" / "montage-1.0.bp"
     if not path.is_file():
-        pytest.skip(f"{path} missing")
+        unavailable(f"{path} missing")
     return path.read_text().splitlines()[:10]
 
 

@@ -18,22 +18,22 @@ import asyncpg
 import orjson
 import pytest
 
-from streamer.config import EndpointSpec
+from streamer.config.settings import EndpointSpec
 from streamer.endpoints import EndpointError, create_endpoint
 from streamer.endpoints.base import Endpoint
-from streamer.endpoints.dbcommon import WriteStats, hold_orphans
-from streamer.endpoints.ids import IdPool
-from streamer.endpoints.loader import Loader
-from streamer.endpoints.plan import POSTGRESQL
-from streamer.endpoints.resilience import STALE_IDS
+from streamer.endpoints.db.common import WriteStats, hold_orphans
+from streamer.endpoints.db.ids import IdPool
+from streamer.endpoints.db.loader import Loader
+from streamer.endpoints.db.plan import POSTGRESQL
+from streamer.endpoints.layers.resilience import STALE_IDS
 from streamer.events import bp, jsonenc
-from streamer.pipeline import run_pipeline
-from streamer.sources.amqpqueue import QueueSource
+from streamer.run.pipeline import run_pipeline
+from streamer.sources.amqp.queue import QueueSource
 from streamer.synth import generate
-from streamer.urls import EndpointURL
-from tests import dbcompare
-from tests.amqphelp import unique
-from tests.pghelp import fresh_database, pg_snapshot
+from streamer.util.urls import EndpointURL
+from tests.support import dbcompare
+from tests.support.amqphelp import unique
+from tests.support.pghelp import fresh_database, pg_snapshot
 
 
 class Refusing(Endpoint):
