@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,9 @@ SHARED = Path(os.environ.get("STREAMER_SHARED", ROOT.parent / "shared"))
 CORPUS = SHARED / "corpus"
 GOLDEN = SHARED / "golden"
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+if "STREAMER_STATE_DIR" not in os.environ:  # state of replays that write nothing into their submit dir: per process,
+    os.environ["STREAMER_STATE_DIR"] = tempfile.mkdtemp(prefix="streamer-test-state-")  # not the user's, not shared
 
 hypothesis_settings.register_profile("ci", max_examples=100, deadline=None)
 hypothesis_settings.register_profile("dev", max_examples=10, deadline=None)

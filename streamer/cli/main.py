@@ -524,11 +524,29 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging(getattr(args, "verbose", 0))
     try:
         return run(dispatch(args))
-    except (ConfigError, FilterError, EndpointError, SourceError, ValueError, OSError) as exc:  # MetricsError too
-        sys.stderr.write(f"streamer: error: {mask(str(exc))}\n")
-        return Exit.USAGE
     except KeyboardInterrupt:
         return Exit.INTERRUPTED
+    except Exception as exc:
+        return report_failure(exc, verbose=getattr(args, "verbose", 0))
+
+
+def report_failure(exc: BaseException, *, verbose: int = 0) -> int:
+    """A user's mistake or the world (a bad URL, a missing file, a server that said no): one line, exit 2.
+    Anything else is a bug in streamer: said as one, exit 1, the traceback with -v (masked as logs are)."""
+    expected = isinstance(exc, (ConfigError, FilterError, EndpointError, SourceError, OSError)) or (
+        isinstance(exc, ValueError) and type(exc).__module__.startswith("streamer."))  # our own errors' messages
+    if expected:
+        sys.stderr.write(f"streamer: error: {mask(str(exc))}\n")
+        return Exit.USAGE
+    sys.stderr.write(f"streamer: internal error: {type(exc).__name__}: {mask(str(exc))}\n"
+                     "streamer: this is a bug in streamer, not in your input: please report it")
+    if verbose:
+        import traceback
+
+        sys.stderr.write(":\n" + mask("".join(traceback.format_exception(exc))))
+    else:
+        sys.stderr.write(" with the output of the same command run with -v\n")
+    return Exit.FAILED
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -16,9 +16,9 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from collections import deque
 from typing import TYPE_CHECKING, Any, TextIO
 
+from streamer.console.rate import WINDOW, RateWindow
 from streamer.sources.base import Batch
 from streamer.events.tally.counts import RUNNING
 from streamer.events.tally.tracker import DONE, FAILED, HELD, RUNNING_JOB, StatusTracker
@@ -26,9 +26,6 @@ from streamer.events.tally.tracker import DONE, FAILED, HELD, RUNNING_JOB, Statu
 if TYPE_CHECKING:  # rich is imported where a line is drawn: `-q` and a pipe never load it (~25 ms)
     from rich.live import Live
     from rich.text import Text
-
-RATE_WINDOW = 5.0
-"""Seconds over which the current rate is measured."""
 
 
 def clock(seconds: float) -> str:
@@ -54,7 +51,7 @@ class RunView:
         self.keep_alive = keep_alive
         self.started = time.monotonic()
         self.events = 0
-        self._samples: deque[tuple[float, int]] = deque()
+        self._window = RateWindow()
         self._first_done: tuple[float, int] | None = None
 
     def watch(self, batch: Batch) -> None:
@@ -63,18 +60,11 @@ class RunView:
     def count(self, events: int) -> None:
         now = time.monotonic()
         self.events = events
-        self._samples.append((now, events))
-        while len(self._samples) > 2 and now - self._samples[0][0] > RATE_WINDOW:
-            self._samples.popleft()
+        self._window.add(now, events)
 
     def rate(self) -> float:
-        """Events per second over the last RATE_WINDOW seconds (0 when idle)."""
-        now = time.monotonic()
-        if not self._samples or now - self._samples[-1][0] > RATE_WINDOW:
-            return 0.0
-        first_t, first_n = self._samples[0]
-        span = now - first_t
-        return (self.events - first_n) / span if span > 0.2 else 0.0
+        """Events per second over the last few seconds (0 when idle that long)."""
+        return self._window.rate(time.monotonic(), idle_after=WINDOW, min_span=0.2)
 
     def jobs(self) -> tuple[int, int, int, int, int]:
         """(done, total, running, held, failed) over every workflow of the run."""

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from streamer.config.settings import ConfigError, EndpointSpec, normalise_url
 from streamer.monitor.submitdir import default_db_url
-from streamer.util.runtime import MaskingFormatter, run
+from streamer.util.runtime import log_to, run
 from streamer.util.urls import mask
 from streamer.monitord import files, options, properties, stats
 from streamer.util.exitcodes import Exit
@@ -63,13 +63,7 @@ def setup_logging(run_dir: Path, opts: options.Options) -> None:
     elif opts.condor_daemon and not files.stderr_is(log_path):
         files.rotate(log_path)
         stream = open(log_path, "a", buffering=1, encoding="utf-8")
-    handler = logging.StreamHandler(stream)
-    handler.setFormatter(MaskingFormatter("%(asctime)s:%(name)s:%(levelname)s: %(message)s"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level)
-    logging.getLogger("aio_pika").setLevel(max(level, logging.WARNING))
-    logging.getLogger("aiormq").setLevel(max(level, logging.ERROR))
+    log_to(stream, level, "%(asctime)s:%(name)s:%(levelname)s: %(message)s")
 
 
 def _shift_level(step: int) -> None:

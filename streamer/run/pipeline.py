@@ -6,11 +6,11 @@ import logging
 import signal
 import sys
 import time
-from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, TextIO
 
 from streamer.core.bus import Bus, BusError, make_route
+from streamer.console.rate import RateWindow
 from streamer.config.settings import EndpointSpec
 from streamer.endpoints import EndpointError, create_endpoint
 from streamer.endpoints.base import Endpoint
@@ -39,9 +39,7 @@ class RunResult:
 
 
 class Progress:
-    """A one-line progress report on a terminal: events, the current events/s (last RATE_WINDOW s), percent."""
-
-    RATE_WINDOW = 5.0
+    """A one-line progress report on a terminal: events, the current events/s, percent."""
 
     def __init__(self, stream: TextIO, enabled: bool, interval: float = 0.5,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -52,15 +50,12 @@ class Progress:
         self.started = clock()
         self._last = float("-inf")
         self._shown = False
-        self._samples: deque[tuple[float, int]] = deque([(self.started, 0)])
+        self._window = RateWindow(start=(self.started, 0))
 
     def rate(self, now: float, events: int) -> float:
-        """Events per second over the last RATE_WINDOW seconds, not the run's average."""
-        self._samples.append((now, events))
-        while len(self._samples) > 2 and now - self._samples[1][0] >= self.RATE_WINDOW:
-            self._samples.popleft()
-        first_t, first_n = self._samples[0]
-        return (events - first_n) / max(now - first_t, 1e-9)
+        """Events per second over the last few seconds (`console.rate.WINDOW`), not the run's average."""
+        self._window.add(now, events)
+        return self._window.rate(now)
 
     def update(self, events: int, done: int = 0, total: int | None = None, label: str = "events") -> None:
         now = self.clock()

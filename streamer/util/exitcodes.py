@@ -23,7 +23,8 @@ class Exit(IntEnum):
 
 NAMES: Final[dict[Exit, str]] = {
     Exit.OK: "success",
-    Exit.FAILED: "a failure while running (an endpoint, the input, a broker)",
+    Exit.FAILED: "a failure while running (an endpoint, the input, a broker), or an internal error: a bug in "
+                 "streamer, said as one (`-v` shows the traceback)",
     Exit.USAGE: "bad usage or input, found before anything is delivered",
     Exit.DAGMAN_GONE: "streamer monitord: DAGMan died without writing its exit line (monitord's code)",
     Exit.PID_IN_USE: "streamer monitord: another monitor holds monitord.pid (monitord's code)",

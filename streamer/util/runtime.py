@@ -57,19 +57,25 @@ class MaskingFormatter(logging.Formatter):
 
 
 def setup_logging(verbosity: int) -> None:
-    level = logging.WARNING if verbosity <= 0 else logging.INFO if verbosity == 1 else logging.DEBUG
-    log_to_stderr(level)
-    logging.getLogger("aio_pika").setLevel(max(level, logging.WARNING))
-    logging.getLogger("aiormq").setLevel(max(level, logging.ERROR))
+    """The commands' logging: warnings by default, -v for INFO, -vv for DEBUG, on stderr."""
+    log_to(sys.stderr, logging.WARNING if verbosity <= 0 else logging.INFO if verbosity == 1 else logging.DEBUG)
 
 
 def log_to_stderr(level: int) -> None:
     """streamer's log lines (passwords masked) on stderr at `level`; also used by worker processes."""
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(MaskingFormatter("streamer: %(levelname)s: %(message)s"))
+    log_to(sys.stderr, level)
+
+
+def log_to(stream: Any, level: int, fmt: str = "streamer: %(levelname)s: %(message)s") -> None:
+    """The one logging set-up: every log line through `fmt` with passwords masked, to `stream` at `level`;
+    the AMQP drivers' own chatter only from WARNING (aio-pika) and ERROR (aiormq) unless debugging asks more."""
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(MaskingFormatter(fmt))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+    logging.getLogger("aio_pika").setLevel(max(level, logging.WARNING))
+    logging.getLogger("aiormq").setLevel(max(level, logging.ERROR))
 
 
 def install_signal_handlers(on_stop: Callable[[int], None],

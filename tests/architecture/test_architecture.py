@@ -111,7 +111,8 @@ LAYERS: list[set[str]] = [
     {"sources", "endpoints"},
     {"config"},
     {"monitor"},
-    {"run", "console", "synth"},
+    {"console"},
+    {"run", "synth"},
     {"status", "serve", "monitord", "docs"},
     {"cli"},
 ]

@@ -9,13 +9,13 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any, Callable
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from streamer.run.metrics import MetricsError, parse_address
 from tests.support.ownservers import free_port, own_rabbitmq
+from tests.support.commands import wait_for
 
 XWF = "1e2a3b4c-0000-4000-8000-0000000000{:02d}"
 
@@ -49,16 +49,6 @@ def samples(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     assert status == 200
     return {(s.name, tuple(sorted(s.labels.items()))): s.value
             for family in text_string_to_metric_families(text) for s in family.samples}
-
-
-def wait_for(check: Callable[[], Any], what: str, timeout: float = 60) -> Any:
-    end = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        assert time.monotonic() < end, f"timed out waiting for {what}"
-        time.sleep(0.1)
 
 
 def test_metrics_count_what_was_delivered(tmp_path: Path) -> None:

@@ -270,9 +270,13 @@ def run_notify(data: bytes) -> None:
     """A notify file's lines: rules or FILE:LINE warnings, never an exception."""
     from streamer.monitord import notify
 
-    lines = enumerate(text(data).splitlines(), 1)
+    lines = list(enumerate(text(data).splitlines(), 1))
     rules = notify.parse_notify(lines, "fuzz.notify", None)
-    assert len(rules) >= 0
+    actions = [*rules.workflow.values(), *(a for job in rules.job.values() for a in job.values()),
+               *(a for inv in rules.invocation.values() for task in inv.values() for a in task.values())]
+    written = {line.strip() for _, line in lines}
+    # every action kept is a non-empty command taken from a line of the file, never made up
+    assert all(action and any(action in line for line in written) for each in actions for action in each)
 
 
 def _notify_seeds() -> list[bytes]:
