@@ -42,13 +42,6 @@ def tune_gc() -> None:
     gc.set_threshold(10_000, 50, 100)
 
 
-def loop_name() -> str:
-    import asyncio
-
-    loop = asyncio.get_running_loop()
-    return f"{type(loop).__module__}.{type(loop).__name__}"
-
-
 class MaskingFormatter(logging.Formatter):
     """Never lets a password in a URL reach the log."""
 
