@@ -61,7 +61,6 @@ examples:
   streamer status /path/to/submit/dir --watch     # live progress, like pegasus-status -w
 """
 
-EPILOG += "\n" + option_help() + "\n"  # every URL option, from the endpoints' declarations (endpoints/options.py)
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -118,7 +117,8 @@ def _endpoint_options(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="streamer", description=DESCRIPTION, epilog=EPILOG,
+    main_epilog = EPILOG + "\n" + option_help() + "\n"  # every URL option, from the endpoints' declarations
+    parser = argparse.ArgumentParser(prog="streamer", description=DESCRIPTION, epilog=main_epilog,
                                      formatter_class=HelpFormatter)
     parser.add_argument("--version", action="version", version=f"streamer {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
