@@ -68,6 +68,6 @@ if [ $# -gt 0 ]; then exec .venv/bin/python -m pytest -q "$@"; fi
 .venv/bin/python -m pytest -q
 # The whole suite ran with the compiled codec; every module that goes through it (parse, encode, ids,
 # monitor, golden, fuzz, load: tests/pure_python_modules.txt, kept complete by tests/events/test_pure_python.py)
-# runs again without it, as on a machine with no C compiler (README, "Compiled codec").
+# runs again without it, as on a machine with no C compiler (docs/internals/performance.md, "Compiled codec").
 echo "test.sh: again in pure-Python mode (STREAMER_PURE_PYTHON=1): $(grep -vc '^#' tests/pure_python_modules.txt) modules"
 STREAMER_PURE_PYTHON=1 exec .venv/bin/python -m pytest -q -p no:cacheprovider $(grep -v '^#' tests/pure_python_modules.txt)

@@ -11,7 +11,6 @@ URL: `amqp[s]://[user:pass@]host[:port]/[vhost/]name`, the vhost URL-encoded
 from __future__ import annotations
 
 import asyncio
-import logging
 import ssl
 from dataclasses import dataclass
 from typing import Any
@@ -28,16 +27,6 @@ CONNECT_TIMEOUT = 10.0
 
 class AMQPURLError(ValueError):
     """A broker URL that cannot be used (a usage error: exit 2)."""
-
-
-class _QuietConnectErrors(logging.Filter):
-    """aiormq logs every failed connection attempt as an ERROR; we report the outage once, ourselves."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith("error when creating transport")
-
-
-logging.getLogger("aiormq.connection").addFilter(_QuietConnectErrors())
 
 
 class BrokerUnavailable(Exception):

@@ -6,6 +6,8 @@ lists the URL forms and URL options it accepts, nothing it does not.
 
 from __future__ import annotations
 
+from streamer.util.exitcodes import help_block
+
 DEST_URLS = """\
 endpoint URLs (--dest, repeatable):
   file:///abs/events.jsonl      JSON lines, monitord's AMQP form (keys with . -> _)
@@ -41,28 +43,9 @@ of characters (dots too), ? one character, !pattern excludes.
   'stampede.xwf.*,stampede.inv.end'   'stampede.job_inst.*,!stampede.job_inst.image.info'
 """
 
-EXIT_LOAD = """\
-exit codes:
-  0    every event delivered to every endpoint
-  1    an endpoint failed (also with --on-error isolate), or a malformed line under --strict
-  2    bad usage or input: unknown option, bad URL or filter, missing or unreadable file
-  130  interrupted by Ctrl-C (143: SIGTERM) before the end of the input; 0 when following
-"""
-
-EXIT_MONITOR = """\
-exit codes:
-  0    the whole workflow log was read and delivered (whatever the workflow's own status)
-  1    an endpoint failed, or the log could not be read to the end
-  2    bad usage: no such submit dir, unknown time zone, bad URL or filter
-  130  interrupted by Ctrl-C (143: SIGTERM) during a replay; 0 when following
-"""
-
-EXIT_TAIL = """\
-exit codes:
-  0    the end of the file (--no-follow), Ctrl-C, or the reader of stdout went away
-  1    the broker connection failed while tailing
-  2    bad usage: missing file, bad AMQP URL or filter, refused login or vhost
-"""
+EXIT_LOAD = help_block("load")
+EXIT_MONITOR = help_block("replay")
+EXIT_TAIL = help_block("tail")
 
 EPILOGS = {
     "load": DEST_URLS + "\n" + FILTERS + """
@@ -114,8 +97,7 @@ offset the workflow recorded (braindump.yml's timestamp).
 example:
   streamer demo --out /tmp/streamer-demo   # a small workflow with a retry, a held job and a sub-workflow
 
-exit codes: 0 the demo ran; 1 it failed (the message says why).
-""",
+""" + help_block("demo"),
 }
 
 

@@ -20,6 +20,7 @@ from streamer.util.runtime import run, setup_logging
 from streamer.sources.base import SourceError
 from streamer.config.statedir import destinations_of, refuse_read_only, replay_state_path, writes_submit_dir
 from streamer.util.urls import EndpointURL, mask
+from streamer.util.exitcodes import Exit
 
 log = logging.getLogger("streamer")
 
@@ -60,7 +61,6 @@ examples:
   streamer status /path/to/submit/dir --watch     # live progress, like pegasus-status -w
 """
 
-EPILOG += "\n" + option_help() + "\n"  # every URL option, from the endpoints' declarations (endpoints/options.py)
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -117,7 +117,8 @@ def _endpoint_options(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="streamer", description=DESCRIPTION, epilog=EPILOG,
+    main_epilog = EPILOG + "\n" + option_help() + "\n"  # every URL option, from the endpoints' declarations
+    parser = argparse.ArgumentParser(prog="streamer", description=DESCRIPTION, epilog=main_epilog,
                                      formatter_class=HelpFormatter)
     parser.add_argument("--version", action="version", version=f"streamer {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -519,12 +520,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(_dash_values(argv))
     if not args.command:
         parser.print_help()
-        return 2
+        return Exit.USAGE
     setup_logging(getattr(args, "verbose", 0))
     try:
         return run(dispatch(args))
     except KeyboardInterrupt:
-        return 130
+        return Exit.INTERRUPTED
     except Exception as exc:
         return report_failure(exc, verbose=getattr(args, "verbose", 0))
 
@@ -536,7 +537,7 @@ def report_failure(exc: BaseException, *, verbose: int = 0) -> int:
         isinstance(exc, ValueError) and type(exc).__module__.startswith("streamer."))  # our own errors' messages
     if expected:
         sys.stderr.write(f"streamer: error: {mask(str(exc))}\n")
-        return 2
+        return Exit.USAGE
     sys.stderr.write(f"streamer: internal error: {type(exc).__name__}: {mask(str(exc))}\n"
                      "streamer: this is a bug in streamer, not in your input: please report it")
     if verbose:
@@ -545,7 +546,7 @@ def report_failure(exc: BaseException, *, verbose: int = 0) -> int:
         sys.stderr.write(":\n" + mask("".join(traceback.format_exception(exc))))
     else:
         sys.stderr.write(" with the output of the same command run with -v\n")
-    return 1
+    return Exit.FAILED
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -6,13 +6,16 @@ import argparse
 import sys
 from typing import Any, Callable
 
+from streamer.util.exitcodes import help_block
+
 EXAMPLES = """\
 examples:
   streamer serve --watch /home/pegasus/runs --dest 'amqp://streamer:PASS@broker/pegasus/workflows'
   streamer serve --watch /scratch/runs --workflow-dest sqlite --workflow-dest 'file://{submit_dir}/events.jsonl'
   streamer serve --config /etc/streamer/streamer.toml      # [serve] table + shared [[endpoint]]s
   kill -HUP $(pidof -s streamer)                           # re-read the configuration, nothing lost
-"""
+
+""" + help_block("serve")
 
 
 def add_serve_command(commands: Any, formatter: type, common: Callable[[Any], None],

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any, Callable
 
+from streamer.util.exitcodes import help_block
+
 DESCRIPTION = """\
 Show the progress of workflows: pegasus-status's numbers without condor_q.
 
@@ -42,7 +44,8 @@ the keys unready, ready, pre, queued, post, succeeded, failed, percent_done,
 total and, per DAG, dagname and state (Running, Success, Failure); from events
 it adds "workflows": per xwf.id its label, submit host and directory, parent
 and counts.
-"""
+
+""" + help_block("status")
 
 
 def add_status_command(commands: Any, formatter: type[argparse.HelpFormatter],

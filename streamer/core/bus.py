@@ -453,9 +453,3 @@ def make_route(endpoint: Sink[R], events: str | None = None, *, codec: Codec[R] 
         overflow_bytes=overflow_bytes,
         overflow_dir=endpoint.option("overflow_dir"),
     )
-
-
-async def publish_all(bus: Bus, batches: Sequence[Batch[Record]]) -> None:
-    """Convenience for tests and small tools: publish a list of batches."""
-    for batch in batches:
-        await bus.publish(batch)

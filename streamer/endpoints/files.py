@@ -77,6 +77,7 @@ def encode_batch(events: Sequence[Event], encoding: str) -> bytes:
 
 
 class FileEndpoint(Endpoint):
+    """Appends JSON lines, BP lines or BSON documents to a file; the suffix decides unless `?encoding=`."""
     declared_options = option_specs.FILE
     schemes = ("file",)
 

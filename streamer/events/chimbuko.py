@@ -295,10 +295,6 @@ class RecordError(ValueError):
     """A record that does not fit its collection's schema; the message names the field."""
 
 
-def is_chimbuko(name: str) -> bool:
-    return name.startswith(PREFIX)
-
-
 # ---------------------------------------------------------------- recognising records
 
 def collection_for_path(name: str) -> str | None:

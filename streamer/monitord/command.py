@@ -18,6 +18,7 @@ from streamer.monitor.submitdir import default_db_url
 from streamer.util.runtime import log_to, run
 from streamer.util.urls import mask
 from streamer.monitord import files, options, properties, stats
+from streamer.util.exitcodes import Exit
 
 if TYPE_CHECKING:
     from streamer.endpoints.base import Endpoint
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("streamer.monitord")
 
 LEVELS = [logging.ERROR, logging.WARNING, logging.INFO, logging.DEBUG]
-DAGMAN_GONE = 42
+DAGMAN_GONE = Exit.DAGMAN_GONE
 """monitord's exit code when DAGMan died without writing its exit line."""
 WATCH_INTERVAL = 2.0
 _PID_LINE = re.compile(rb"\*\* PID = (\d+)\s*$", re.MULTILINE)

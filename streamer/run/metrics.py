@@ -9,16 +9,7 @@ overflow files, endpoint retry and connection counts), so delivery pays
 nothing for metrics except the latency histogram, which the bus feeds through
 its `on_delivered` hook (the bus knows nothing of Stampede or of Prometheus).
 
-    streamer_events_in_total{source}          events the source handed to the bus
-    streamer_events_out_total{endpoint}       events the endpoint acknowledged
-    streamer_endpoint_buffer_events{endpoint} events waiting in its memory buffer and overflow file
-    streamer_endpoint_overflow_bytes{endpoint} bytes parked in its overflow file
-    streamer_endpoint_errors_total{endpoint}  failed attempts (retried or not), events it could not
-                                              encode, events sent to its dead-letter file
-    streamer_endpoint_reconnects_total{endpoint} connections opened again after a loss
-    streamer_endpoint_lag_seconds{endpoint}   age of the oldest event it has not acknowledged
-    streamer_workflows_active                 workflows followed now
-    streamer_event_latency_seconds            histogram: event handed to the bus -> endpoint acknowledged
+Every metric is declared once, in `METRICS` (what `collect` serves and `docs/reference/metrics.md` lists).
 
 `streamer serve` uses the same object: `Metrics.attach(bus, source=...)` per
 bus, `Metrics.workflows = callable` for the active workflows.
@@ -29,11 +20,67 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Callable, Final, Iterator
 
 log = logging.getLogger("streamer.run.metrics")
 
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, float("inf"))
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """One metric: its family name, Prometheus type, labels, HELP text and what it counts, in words."""
+
+    name: str
+    kind: str
+    labels: tuple[str, ...]
+    help: str
+    doc: str
+
+    @property
+    def exposed(self) -> str:
+        """The name a scrape shows (`_total` after a counter's family name)."""
+        return self.name + "_total" if self.kind == "counter" else self.name
+
+
+METRICS: Final = (
+    MetricSpec("streamer_events_in", "counter", ("source",), "Events the sources handed to the bus",
+               "events the source handed to the bus (`source`: `file`, `workflow`, `jobstate`, `queue`, `amqp`)"),
+    MetricSpec("streamer_events_out", "counter", ("endpoint",), "Events the endpoint acknowledged",
+               "events the endpoint acknowledged (`endpoint`: its masked URL)"),
+    MetricSpec("streamer_endpoint_buffer_events", "gauge", ("endpoint",),
+               "Events waiting for the endpoint (memory buffer and overflow file)",
+               "events waiting for it (memory buffer and overflow file)"),
+    MetricSpec("streamer_endpoint_overflow_bytes", "gauge", ("endpoint",),
+               "Bytes parked in the endpoint's overflow file", "bytes parked in its overflow file"),
+    MetricSpec("streamer_endpoint_errors", "counter", ("endpoint",),
+               "Failed attempts, events not encodable, events dead-lettered",
+               "failed attempts (retried ones included), events it could not encode, dead letters, 1 once it failed"),
+    MetricSpec("streamer_endpoint_reconnects", "counter", ("endpoint",), "Connections opened again after a loss",
+               "connections opened again after a loss"),
+    MetricSpec("streamer_endpoint_lag_seconds", "gauge", ("endpoint",),
+               "Age of the oldest event the endpoint has not acknowledged",
+               "age of the oldest event it has not acknowledged (0 when caught up)"),
+    MetricSpec("streamer_workflows_active", "gauge", (), "Workflows followed now",
+               "workflows followed now (1 during a replay/follow, 0 for a load; `serve`: every workflow it follows)"),
+    MetricSpec("streamer_event_latency_seconds", "histogram", (), "Event handed to the bus -> endpoint acknowledged",
+               "from the source handing an event to the bus (a followed line is read as it is appended) to the "
+               "endpoint acknowledging it; one observation per event per endpoint"),
+)
+"""Every metric streamer serves, in the order a scrape lists them."""
+SPEC: Final = {spec.name: spec for spec in METRICS}
+
+
+def _family(name: str, **extra: Any) -> Any:
+    """The prometheus-client family of the declared metric `name`."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
+    spec = SPEC[name]
+    kinds: dict[str, Any] = {"counter": CounterMetricFamily, "gauge": GaugeMetricFamily,
+                             "histogram": HistogramMetricFamily}
+    labels = {"labels": list(spec.labels)} if spec.labels else {}
+    return kinds[spec.kind](spec.name, spec.help, **labels, **extra)
 
 
 class MetricsError(ValueError):
@@ -149,26 +196,16 @@ class Metrics:
     # ------------------------------------------------------------ prometheus-client collector
 
     def collect(self) -> Iterator[Any]:
-        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
-
-        events_in = CounterMetricFamily("streamer_events_in", "Events the sources handed to the bus", labels=["source"])
+        events_in = _family("streamer_events_in")
         per_source: dict[str, int] = dict(self.retired_in)
         for bus, source in self.buses:
             per_source[source] = per_source.get(source, 0) + bus.published_events
         for source, count in per_source.items():
             events_in.add_metric([source], count)
         yield events_in
-        out = CounterMetricFamily("streamer_events_out", "Events the endpoint acknowledged", labels=["endpoint"])
-        buffer = GaugeMetricFamily("streamer_endpoint_buffer_events", "Events waiting for the endpoint "
-                                   "(memory buffer and overflow file)", labels=["endpoint"])
-        overflow = GaugeMetricFamily("streamer_endpoint_overflow_bytes", "Bytes parked in the endpoint's "
-                                     "overflow file", labels=["endpoint"])
-        errors = CounterMetricFamily("streamer_endpoint_errors", "Failed attempts, events not encodable, "
-                                     "events dead-lettered", labels=["endpoint"])
-        reconnects = CounterMetricFamily("streamer_endpoint_reconnects", "Connections opened again after a loss",
-                                         labels=["endpoint"])
-        lag = GaugeMetricFamily("streamer_endpoint_lag_seconds", "Age of the oldest event the endpoint has not "
-                                "acknowledged", labels=["endpoint"])
+        out, buffer, overflow, errors, reconnects, lag = (_family(name) for name in (
+            "streamer_events_out", "streamer_endpoint_buffer_events", "streamer_endpoint_overflow_bytes",
+            "streamer_endpoint_errors", "streamer_endpoint_reconnects", "streamer_endpoint_lag_seconds"))
         # one sample per endpoint name: a shared endpoint has a route in every followed workflow's bus
         per: dict[str, list[float]] = {name: [done[0], 0, 0, done[1], done[2], 0.0]
                                        for name, done in self.retired.items()}
@@ -181,20 +218,19 @@ class Metrics:
             row[3] += _errors(route)
             row[4] += _reconnects(route.endpoint)
             row[5] = max(row[5], bus.lag(route))
-        families: tuple[CounterMetricFamily | GaugeMetricFamily, ...] = (out, buffer, overflow, errors, reconnects, lag)
+        families = (out, buffer, overflow, errors, reconnects, lag)
         for name, row in per.items():
             for family, value in zip(families, row):
                 family.add_metric([name], value)
         yield from families
-        active = GaugeMetricFamily("streamer_workflows_active", "Workflows followed now")
+        active = _family("streamer_workflows_active")
         active.add_metric([], self.workflows())
         yield active
         cumulative, buckets = 0, []
         for bound, count in zip(BUCKETS, self.latency.counts):
             cumulative += count
             buckets.append(("+Inf" if bound == float("inf") else repr(bound), cumulative))
-        yield HistogramMetricFamily("streamer_event_latency_seconds", "Event handed to the bus -> endpoint "
-                                    "acknowledged", buckets=buckets, sum_value=self.latency.total)
+        yield _family("streamer_event_latency_seconds", buckets=buckets, sum_value=self.latency.total)
 
     # ------------------------------------------------------------ health and HTTP
 

@@ -19,6 +19,7 @@ from streamer.events.codec import JSON_LINES
 from streamer.util.runtime import install_signal_handlers
 from streamer.sources.base import Batch, Source, SourceError
 from streamer.util.urls import mask
+from streamer.util.exitcodes import signalled
 
 if TYPE_CHECKING:
     from _typeshed import SupportsWrite
@@ -174,7 +175,7 @@ async def run_pipeline(source: Source, specs: list[EndpointSpec], *, on_error: s
     if live is None:
         live = source.follow
     if stopped and exit_code == 0 and not live:
-        exit_code = 128 + stopped[0]
+        exit_code = signalled(stopped[0])
     return RunResult(exit_code, bus.published_events, time.monotonic() - started, bus.summary(),
                      stopped[0] if stopped else None, bus.route_stats())
 

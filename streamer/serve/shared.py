@@ -13,7 +13,7 @@ databases drop re-sent rows by natural key, AMQP consumers by `message_id`.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Sequence
+from typing import Sequence
 
 from streamer.config.settings import EndpointSpec
 from streamer.endpoints import create_endpoint
@@ -70,7 +70,3 @@ class SharedRoute(Endpoint):
 
     async def close(self) -> None:
         self.shared.users -= 1
-
-    @property
-    def unencodable_total(self) -> Any:
-        return self.shared.endpoint.unencodable

@@ -42,13 +42,6 @@ def tune_gc() -> None:
     gc.set_threshold(10_000, 50, 100)
 
 
-def loop_name() -> str:
-    import asyncio
-
-    loop = asyncio.get_running_loop()
-    return f"{type(loop).__module__}.{type(loop).__name__}"
-
-
 class MaskingFormatter(logging.Formatter):
     """Never lets a password in a URL reach the log."""
 
@@ -76,6 +69,24 @@ def log_to(stream: Any, level: int, fmt: str = "streamer: %(levelname)s: %(messa
     root.setLevel(level)
     logging.getLogger("aio_pika").setLevel(max(level, logging.WARNING))
     logging.getLogger("aiormq").setLevel(max(level, logging.ERROR))
+    # aiormq logs every failed connection attempt as an ERROR: streamer reports an outage once, itself
+    quiet = logging.getLogger("aiormq.connection")
+    quiet.filters[:] = [f for f in quiet.filters if not isinstance(f, _DropPrefix)]
+    quiet.addFilter(_DropPrefix("error when creating transport"))
+    # asyncmy logs every server note as a warning; the notes a load gets are DECIMAL roundings of values with
+    # more digits than the column keeps (as PostgreSQL rounds them, silently): not worth a line each
+    logging.getLogger("asyncmy").setLevel(max(level, logging.ERROR))
+
+
+class _DropPrefix(logging.Filter):
+    """Drops the records whose message starts with `prefix`."""
+
+    def __init__(self, prefix: str) -> None:
+        super().__init__()
+        self.prefix = prefix
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(self.prefix)
 
 
 def install_signal_handlers(on_stop: Callable[[int], None],

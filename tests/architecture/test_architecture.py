@@ -113,7 +113,7 @@ LAYERS: list[set[str]] = [
     {"monitor"},
     {"console"},
     {"run", "synth"},
-    {"status", "serve", "monitord"},
+    {"status", "serve", "monitord", "docs"},
     {"cli"},
 ]
 """The package's layers, lowest first: a module imports its own package and the layers below it, never a sibling

@@ -129,7 +129,7 @@ def test_tools_on_streamer_postgres_behave_as_on_monitord_postgres(
         assert proc.returncode == 0, proc.stderr[-2000:]
 
         ours_cols, theirs_cols = asyncio.run(_pg_columns(ours_dsn)), asyncio.run(_pg_columns(theirs_dsn))
-        # wider than Pegasus's INTEGER on purpose (README): bytes of memory do not fit 32 bits
+        # wider than Pegasus's INTEGER on purpose (docs/guide/databases.md): bytes of memory do not fit 32 bits
         assert sorted((t, c[0], c[1]) for t, cols in ours_cols.items() for c in cols if (t, c[0]) in WIDENED) == \
             [("host", "total_memory", "bigint"), ("invocation", "maxrss", "bigint")]
         for cols in (ours_cols, theirs_cols):

@@ -116,7 +116,7 @@ async def test_schema_is_pegasus_own(mysql_server: str) -> None:
         assert made.returncode == 0, made.stderr
         a, b = await _describe(mysql_server, ours), await _describe(mysql_server, theirs)
         assert len(a["columns"]) > 150
-        # wider than Pegasus's INTEGER on purpose (README): BIGINT where Pegasus's own schema is too narrow
+        # wider than Pegasus's INTEGER on purpose (docs/guide/databases.md): BIGINT where Pegasus's own schema is too narrow
         assert sorted((t, c, k) for t, c, k, _, _ in a["columns"] if (t, c) in WIDENED) == \
             [("host", "total_memory", "bigint(20)"), ("invocation", "maxrss", "bigint(20)")]
         for side in (a, b):

@@ -82,7 +82,7 @@ def _placeholder(value: Any, root: Path) -> Any:
 
 def stampede_rows(db: Path, root: Path, *, ours: bool) -> dict[str, collections.Counter]:
     snap = sqlite_snapshot(str(db))
-    if ours:  # streamer fills host.total_memory, which monitord leaves empty (README: on purpose)
+    if ours:  # streamer fills host.total_memory, which monitord leaves empty (docs/guide/replay-follow.md: on purpose)
         snap = without_total_memory(snap)
     return {table: collections.Counter({tuple(_placeholder(v, root) for v in row): n for row, n in rows.items()})
             for table, rows in snap.items()}

@@ -111,7 +111,7 @@ def test_two_ctrl_c_on_a_replay_with_a_worker_process_never_print_a_traceback(tm
         os.killpg(child.pid, signal.SIGINT)
         lines.wait_for("waiting up to 120 s for the broker")
         os.killpg(child.pid, signal.SIGINT)
-        assert child.wait(timeout=30) == 130  # README, Ctrl-C: 130
+        assert child.wait(timeout=30) == 130  # docs/guide/replay-follow.md, Ctrl-C: 130
         err = lines.rest()
         assert "streamer: second signal: exiting without flushing" in err
         for noise in ("Traceback", "BrokenPipeError", "MonitorWorkerError", "RuntimeWarning", "Exception ignored"):

@@ -41,9 +41,6 @@ from streamer.endpoints.db.loader import Loader
 from streamer.endpoints.db.plan import Plan, SQLDialect, doomed_sql, expunge_statements
 
 log = logging.getLogger("streamer.endpoints.db")
-# asyncmy logs every server note as a warning; the notes a load gets are DECIMAL roundings of values with
-# more digits than the column keeps (as PostgreSQL rounds them, silently): not worth a line each
-logging.getLogger("asyncmy").setLevel(logging.ERROR)
 
 try:
     import asyncmy

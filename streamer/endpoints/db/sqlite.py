@@ -76,11 +76,6 @@ def default_path(dag_file: str | os.PathLike[str]) -> Path:
     return dag.with_name(f"{name}.stampede.db")
 
 
-def default_url(dag_file: str | os.PathLike[str]) -> str:
-    """`sqlite:///` URL of `default_path` (absolute, so four slashes)."""
-    return f"sqlite:///{default_path(dag_file).resolve()}"
-
-
 class SQLiteEndpoint(Endpoint):
     """Stampede schema in a SQLite file, written from the shared `writer_pool`, one call at a time."""
     declared_options = option_specs.SQLITE

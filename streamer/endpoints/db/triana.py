@@ -2,7 +2,7 @@
 
 Triana (`output-file.bp` of the corpus) writes Stampede events with its own naming, which no other
 producer uses; each rule applies only when the name an event gives is not declared in its workflow and
-the Triana form is, so a stream of Pegasus (any version) loads exactly as before (README, "Triana streams"):
+the Triana form is, so a stream of Pegasus (any version) loads exactly as before (docs/guide/load.md, "Triana streams"):
 
 - jobs declared as `unit:X` (`job.info`) and named `X` by `job_inst.*`, `inv.*`, `job.edge`: `unit:X`;
 - tasks declared as `task:X` and named `X` by `task.edge`: `task:X`;

@@ -20,7 +20,7 @@ collector has delivered them to its endpoints (the central PostgreSQL, files).
   30 s here, `endpoints/dbcommon.py`), and this source widens its prefetch window
   while held events fill it (`_widen_window`), so the parents a killed
   collector's requeued messages bring, behind the held events, still arrive.
-  See the README for what each mode guarantees.
+  See docs/guide/collect.md for what each mode guarantees.
 - **Prefetch window** (`?prefetch=N`, default 1000): messages in flight per collector.
 - **Reconnect**: a lost connection is retried with backoff (up to `retry_max`
   seconds between attempts); what was in flight is redelivered by the broker.
