@@ -84,11 +84,11 @@ def update(table: str, changes: dict[int, dict[str, Any]]) -> list[Statement]:
         groups.setdefault(tuple(cols), []).append((*cols.values(), key))
     out = []
     for names, rows in groups.items():
-        cols = (*names, pk)
-        aliases = ", ".join(schema.quote(c) for c in cols)
+        columns = (*names, pk)
+        aliases = ", ".join(schema.quote(c) for c in columns)
         sets = ", ".join(f"{schema.quote(c)} = {_value(table, c)}" for c in names)
-        out.append((f"UPDATE {schema.quote(table)} AS t SET {sets} FROM {_unnest(table, cols)} AS v({aliases}) "
-                    f"WHERE t.{pk} = v.{pk}", _columns(rows, len(cols))))
+        out.append((f"UPDATE {schema.quote(table)} AS t SET {sets} FROM {_unnest(table, columns)} AS v({aliases}) "
+                    f"WHERE t.{pk} = v.{pk}", _columns(rows, len(columns))))
     return out
 
 
@@ -104,7 +104,8 @@ RC_PFN = ("INSERT INTO rc_pfn (lfn_id, pfn, site) SELECT l.lfn_id, v.pfn, v.site
 
 RC_META = ('INSERT INTO rc_meta (lfn_id, "key", value) SELECT l.lfn_id, v.k, v.val '
            "FROM unnest($1::VARCHAR[], $2::VARCHAR[], $3::VARCHAR[]) WITH ORDINALITY AS v(lfn, k, val, n) "
-           'JOIN rc_lfn l ON l.lfn = v.lfn ORDER BY v.n ON CONFLICT (lfn_id, "key") DO UPDATE SET value = excluded.value')
+           'JOIN rc_lfn l ON l.lfn = v.lfn ORDER BY v.n '
+           'ON CONFLICT (lfn_id, "key") DO UPDATE SET value = excluded.value')
 
 WF_FILES = ("INSERT INTO workflow_files (wf_id, task_id, lfn_id, file_type) SELECT v.wf, v.task, l.lfn_id, v.ft "
             "FROM unnest($1::BIGINT[], $2::BIGINT[], $3::VARCHAR[], $4::VARCHAR[]) WITH ORDINALITY "
