@@ -126,3 +126,20 @@ def test_updates_are_one_statement_per_set_of_columns() -> None:
     sql, args = statements[0]
     assert sql.startswith("UPDATE job_instance AS t SET exitcode = v.exitcode, local_duration = v.local_duration ")
     assert args == ([0] * 49, [1.5] * 49, [i for i in range(50) if i != 7])
+
+
+@pytest.mark.postgres
+@pytest.mark.corpus
+async def test_replica_catalog_rows_are_locked_not_rewritten(pg_db: str, golden: Path) -> None:
+    """Every batch naming a file locked its `rc_lfn` row by rewriting it (`DO UPDATE SET lfn = lfn`): a new row
+    version and index entry per mention, which the `rc_pfn` and `rc_meta` joins then walk. Locking is enough."""
+    events = list(synthetic(golden, 2))
+    await _load(pg_db, events, 40)  # closing the endpoint's connections flushes their statistics
+    await _load(pg_db, events, 40)  # everything again: conflicts only
+    connection = await asyncpg.connect(pg_db)
+    try:
+        updated, rows = await connection.fetchrow(
+            "SELECT n_tup_upd, (SELECT count(*) FROM rc_lfn) FROM pg_stat_user_tables WHERE relname = 'rc_lfn'")
+    finally:
+        await connection.close()
+    assert rows > 0 and updated == 0

@@ -12,6 +12,8 @@ Row order is kept (`WITH ORDINALITY`) where it matters: the replica catalog's
 rows are locked, and their ids drawn, in the sorted order the plan gives
 (`pgwriters`: concurrent writers wait for each other rather than deadlock).
 
+`rc_lfn`: see RC_LFN (the rows are locked, no longer rewritten at each mention).
+
 `rc_pfn`: a replica is new unless a row with the same lfn, pfn and site
 (NULL equal to NULL, as monitord's check) exists. The former single-row form
 compared `site IS NOT DISTINCT FROM $3`, which no index serves, in a
@@ -93,8 +95,10 @@ def update(table: str, changes: dict[int, dict[str, Any]]) -> list[Statement]:
 
 
 RC_LFN = ("INSERT INTO rc_lfn (lfn) SELECT v.lfn FROM unnest($1::VARCHAR[]) WITH ORDINALITY AS v(lfn, n) "
-          "ORDER BY v.n ON CONFLICT (lfn) DO UPDATE SET lfn = excluded.lfn")
-"""Shared by every workflow naming the file: `DO UPDATE` locks the existing row, in the plan's sorted order."""
+          "ORDER BY v.n ON CONFLICT (lfn) DO UPDATE SET lfn = excluded.lfn WHERE false")
+"""Shared by every workflow naming the file: `DO UPDATE` locks the existing row, in the plan's sorted order;
+`WHERE false` keeps it from rewriting it (PostgreSQL locks the conflicting rows whether the WHERE holds or not):
+a rewrite per mention left a dead row version and index entry that every later lookup of the file walked."""
 
 RC_PFN = ("INSERT INTO rc_pfn (lfn_id, pfn, site) SELECT l.lfn_id, v.pfn, v.site "
           "FROM unnest($1::VARCHAR[], $2::VARCHAR[], $3::VARCHAR[]) WITH ORDINALITY AS v(lfn, pfn, site, n) "
