@@ -409,7 +409,7 @@ async def cmd_monitor(args: argparse.Namespace, *, follow: bool) -> int:
                                   collect_endpoints=collect_endpoints, report=_report)
     if not path.exists():
         raise ConfigError(f"{args.path}: no such submit directory, dagman.out or jobstate.log file")
-    tz = _workflow_zone(args, path)
+    tz = _workflow_zone(args, path, load_toml(args.config).timezone if args.config else None)
     source = WorkflowSource(path, follow=follow, recursive=not args.no_recursive, timezone=tz,
                             keep_alive=getattr(args, "keep_alive", False), write_jobstate=not args.no_jobstate,
                             state_path=Path(args.state) if args.state else None, parser=args.parser,
@@ -449,20 +449,15 @@ async def cmd_monitor(args: argparse.Namespace, *, follow: bool) -> int:
     return result.exit_code
 
 
-def _workflow_zone(args: argparse.Namespace, path: Path) -> str | None:
-    """--timezone checked (a usage error names it), else the offset braindump.yml records; said on stderr."""
+def _workflow_zone(args: argparse.Namespace, path: Path, configured: str | None = None) -> str | None:
+    """--timezone (else `timezone` of --config) checked, a usage error naming it; the zone `zones.for_workflow`
+    gives, said on stderr."""
     from .monitor import zones
 
-    if args.timezone:
-        zones.parse_zone(args.timezone)
-        return args.timezone
-    directory = path if path.is_dir() else path.parent
-    recorded = zones.recorded_offset(directory)
-    if not args.quiet:
-        where = (f"{zones.describe(recorded)}, the offset braindump.yml records" if recorded
-                 else "the local zone (no braindump.yml timestamp)")
-        sys.stderr.write(f"streamer: DAGMan times read in {where}; --timezone to change\n")
-    return recorded
+    zone = zones.for_workflow(path if path.is_dir() else path.parent, args.timezone or configured)
+    if not args.quiet and not (args.timezone or configured):
+        sys.stderr.write(f"streamer: DAGMan times read in {zone.why}; --timezone to change\n")
+    return zone.name
 
 
 async def cmd_demo(args: argparse.Namespace) -> int:

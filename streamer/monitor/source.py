@@ -32,6 +32,7 @@ from ..atomic import write_atomically
 from ..core.dbnaming import default_db_url
 from ..sources.base import Batch, Source
 from ..statedir import resume_refusal
+from . import zones
 from .parsers import braindump, plaindag
 from .engineopts import DEFAULT, EngineOptions
 from .runner import SNAPSHOT_INTERVAL, ProcessRunner, Step, ThreadRunner, make_runner
@@ -65,9 +66,11 @@ class WorkflowSource(Source):
         self.engine = engine
         self.keep_alive = keep_alive
         self.recursive = recursive
-        self.timezone = timezone
         self.write_jobstate = write_jobstate
         self.dagman_out, self.submit_dir = _locate(Path(path))
+        self.zone = zones.for_workflow(self.submit_dir, timezone)
+        """The zone DAGMan's times are read in (`zones.for_workflow`: the same rule for every command)."""
+        self.timezone = self.zone.name
         params, self.plain = plaindag.load_params(self.submit_dir, self.dagman_out)
         if self.plain:  # DAGMan may write a jobstate.log of its own there (JOBSTATE_LOG): leave it alone
             self.write_jobstate = False

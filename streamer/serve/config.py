@@ -105,7 +105,14 @@ def load_serve_config(args: Any, collect_endpoints: Any) -> ServeConfig:
     config.recursive = bool(table.get("recursive", True)) and not getattr(args, "no_recursive", False)
     state_dir = getattr(args, "state_dir", None) or table.get("state_dir")
     config.state_dir = Path(state_dir).expanduser().resolve() if state_dir else None
-    config.timezone = getattr(args, "timezone", None) or table.get("timezone")
+    config.timezone = getattr(args, "timezone", None) or table.get("timezone") or settings.timezone
+    if config.timezone:
+        from ..monitor.zones import ZoneError, parse_zone
+
+        try:
+            parse_zone(str(config.timezone))
+        except ZoneError as exc:
+            raise ConfigError(f"{where}: timezone: {exc}") from None
     config.metrics = getattr(args, "metrics", None) or table.get("metrics")
     config.parser = getattr(args, "parser", None) or table.get("parser", "thread")
     if config.parser not in ("thread", "process", "auto"):
