@@ -102,7 +102,7 @@ async def follow(wf: Followed, config: ServeConfig, shared: list[Any], on_start:
             if not source.plain:
                 await asyncio.to_thread(markers.write_done, Path(found.submit_dir), started, time.time())
             on_end(found.submit_dir, "finished")
-            log.info("%s: DAGMan exited, %d events this run; no longer followed", found.submit_dir, source.events_in)
+            log.info("finished following %s: DAGMan exited, %d events this run", found.submit_dir, source.events_in)
             return True
         on_end(found.submit_dir, "failed")
         log.error("%s: pipeline failed; resuming from its checkpoint in %.0f s", found.submit_dir, delay)
