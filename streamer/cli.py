@@ -420,7 +420,8 @@ async def cmd_monitor(args: argparse.Namespace, *, follow: bool) -> int:
     if not args.state and not here:
         source.state_path = replay_state_path(source.submit_dir)
     refuse_read_only(source, settings.endpoints, state_given=bool(args.state))
-    defaults = {"replay": not args.append and not follow and not source.will_resume()}
+    resuming = source.will_resume()  # reads the state: its notes (resuming from where, or why not) are said now
+    defaults = {"replay": not args.append and not follow and not resuming}
     for note in source.notes:
         _report(note)
     if not args.dest and not args.config and not args.conf and not args.quiet:
@@ -433,6 +434,8 @@ async def cmd_monitor(args: argparse.Namespace, *, follow: bool) -> int:
     if here and not source.plain:  # Pegasus's tools read these; a plain DAG's directory is left as DAGMan made it
         markers.write_started(Path(source.submit_dir), started)
     view = RunView(follow=follow, keep_alive=getattr(args, "keep_alive", False))
+    if resuming and not args.quiet:
+        await _prime(view, source)
     meter = ProgressLine(view, sys.stderr, enabled=not args.quiet and sys.stderr.isatty())
     try:
         result = await run_pipeline(source, settings.endpoints, on_error=settings.on_error, defaults=defaults,
@@ -447,6 +450,18 @@ async def cmd_monitor(args: argparse.Namespace, *, follow: bool) -> int:
         if not source.plain:
             print_end_summary(view, source.submit_dir, sys.stderr)
     return result.exit_code
+
+
+async def _prime(view: Any, source: Any) -> None:
+    """The progress line and end summary of a resumed run start from what came before its position."""
+    import asyncio
+    import logging
+
+    try:
+        await asyncio.to_thread(view.prime, source.history())
+    except Exception as exc:  # noqa: BLE001 - only the counts on screen depend on it, never the events
+        logging.getLogger("streamer").warning("%s: the jobs before the resumed position are not counted on screen "
+                                              "(%s)", source.dagman_out, exc)
 
 
 def _workflow_zone(args: argparse.Namespace, path: Path, configured: str | None = None) -> str | None:

@@ -17,7 +17,7 @@ import logging
 import sys
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, Iterable, TextIO
 
 from .sources.base import Batch
 from .status.counts import RUNNING
@@ -59,6 +59,12 @@ class RunView:
 
     def watch(self, batch: Batch) -> None:
         self.tracker.feed(batch.events)
+
+    def prime(self, history: Iterable[list[Any]]) -> None:
+        """A resumed run: the workflow's events before its position first, so the line and the end summary
+        describe the workflow (jobs, failures, label, state), not only what this process reads."""
+        for events in history:
+            self.tracker.feed(events)
 
     def count(self, events: int) -> None:
         now = time.monotonic()

@@ -24,7 +24,7 @@ import json
 import logging
 import os
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Iterator
 
 import orjson
 
@@ -35,7 +35,7 @@ from ..statedir import resume_refusal
 from . import zones
 from .parsers import braindump, plaindag
 from .engineopts import DEFAULT, EngineOptions
-from .runner import SNAPSHOT_INTERVAL, ProcessRunner, Step, ThreadRunner, make_runner
+from .runner import SNAPSHOT_INTERVAL, MonitorCore, ProcessRunner, Step, ThreadRunner, make_runner
 from .tracker import READ_SIZE
 
 log = logging.getLogger("streamer.monitor")
@@ -45,6 +45,9 @@ MAX_BATCH = 5000
 """Events per batch at most: a step can yield 100k static events; endpoints get them in slices."""
 POLL_MIN = 0.05
 POLL_MAX = 1.0
+HEAD = 4096
+"""Bytes at the start of the root dagman.out whose digest a state records: DAGMan's first lines (times, its
+Condor id) tell one run from another run at the same path."""
 
 
 class WorkflowSource(Source):
@@ -85,6 +88,7 @@ class WorkflowSource(Source):
         self.resumed = False
         self._loaded: dict[str, Any] | None | bool = False  # False: not read yet
         self._marks: dict[str, Any] = {}
+        self._head: dict[str, Any] | None = None  # the root dagman.out's identity, once HEAD bytes long
         self.resume = resume
         """False: start from the beginning whatever state an earlier run left (`streamer replay` without --resume)."""
         self.destinations = destinations
@@ -111,6 +115,10 @@ class WorkflowSource(Source):
             self._marks = marks if isinstance(marks, dict) else {}
             resume, note = resume_refusal(self.state_path, bound, resume=self.resume, destinations=self.destinations,
                                           started=not data.get("initial"))
+            other = _other_run(data.pop("origin", None), self.dagman_out) if resume else None
+            if other:
+                resume, note = False, (f"{self.state_path}: saved for another run of {self.dagman_out} ({other}); "
+                                       "starting from the beginning")
             if note:
                 self.notes.append(note)
             if not resume:
@@ -142,6 +150,31 @@ class WorkflowSource(Source):
         """A state file this source will resume from (so a replay must not start its outputs afresh)."""
         return self._load_state() is not None
 
+    def history(self) -> Iterator[list[Any]]:
+        """Resuming: the events of the workflow before the resumed position, read again and written nowhere
+        (blocking: run it in a thread). The progress line and the end summary describe the whole workflow
+        with them, not only this process's share of it."""
+        state = self._load_state()
+        if state is None:
+            return
+        limits = {str(item["dagman_out"]): int(item.get("offset") or 0) for item in state.get("workflows", ())
+                  if isinstance(item, dict) and item.get("dagman_out")}
+        core = MonitorCore(self.dagman_out, recursive=self.recursive, tz=self.timezone, write_jobstate=False,
+                           state=None, read_size=self.read_size, snapshot_interval=float("inf"), engine=self.engine)
+        core.tracker.limits, core.tracker.quiet = limits, True
+        try:
+            reached = -1
+            while True:
+                step = core.step(False)
+                if step.events:
+                    yield step.events
+                now = sum(entry.offset for entry in core.tracker.tracked)
+                if step.at_eof or (not step.events and now == reached):
+                    return
+                reached = now
+        finally:
+            core.close()
+
     def endpoint_marks(self) -> dict[str, Any]:
         self._load_state()
         return dict(self._marks)
@@ -168,6 +201,11 @@ class WorkflowSource(Source):
             position = {**position, "endpoints": endpoints}
         if self.destinations is not None:
             position = {**position, "destinations": self.destinations}
+        head = self._head if self._head is not None else _head_of(self.dagman_out)
+        if head is not None:
+            position = {**position, "origin": head}
+            if head["length"] >= HEAD:
+                self._head = head
         write_atomically(self.state_path, orjson.dumps(position))
 
     # ------------------------------------------------------------ batches
@@ -243,6 +281,31 @@ def _line_of(state: dict[str, Any], dagman_out: str) -> int:
             line = item["engine"].get("line_no")
             return line if isinstance(line, int) else 0
     return 0
+
+
+def _head_of(dagman_out: str, length: int = HEAD) -> dict[str, Any] | None:
+    """{"length": n, "sha256": digest of the first n <= `length` bytes} of the file, None when it is not there."""
+    import hashlib
+
+    try:
+        with open(dagman_out, "rb") as handle:
+            head = handle.read(length)
+    except OSError:
+        return None
+    return {"length": len(head), "sha256": hashlib.sha256(head).hexdigest()}
+
+
+def _other_run(origin: Any, dagman_out: str) -> str | None:
+    """Why a state whose root dagman.out began as `origin` is not of this file's run; None when it is (or when
+    a state of an older streamer does not say)."""
+    if not isinstance(origin, dict) or not isinstance(origin.get("length"), int):
+        return None
+    now = _head_of(dagman_out, origin["length"])
+    if now is None:
+        return "the dagman.out it read is gone"
+    if now["length"] < origin["length"]:
+        return "the dagman.out is shorter than what was read of it: replaced or truncated"
+    return None if now == origin else "the dagman.out begins with other lines: replaced by a new run"
 
 
 def _fsync(path: Path) -> None:

@@ -59,6 +59,10 @@ class Tracker:
         self.recursive = recursive
         self.write_jobstate = write_jobstate
         self.warnings: list[str] = []
+        self.quiet = False
+        """Warnings are collected, not logged (a resumed run reading its workflow's past again)."""
+        self.limits: dict[str, int] | None = None
+        """dagman.out -> the offset not to read beyond (a file not named is not read); None: no limit."""
         self.tracked: list[Tracked] = []
         self.by_path: dict[str, Tracked] = {}
         if state:
@@ -74,7 +78,8 @@ class Tracker:
         return entry
 
     def _warn(self, text: str) -> None:
-        log.warning("%s", text)
+        if not self.quiet:
+            log.warning("%s", text)
         self.warnings.append(text)
 
     def _engine(self, entry: Tracked, state: dict[str, Any] | None = None) -> Workflow | None:
@@ -113,6 +118,8 @@ class Tracker:
         while index < len(self.tracked):  # sub-workflows found on the way are read in this pass too
             entry = self.tracked[index]
             index += 1
+            if entry.broken:  # said once (why it cannot go on); never read again
+                continue
             engine = self._engine(entry)
             if engine is None:
                 entry.idle_polls += 1
@@ -133,11 +140,17 @@ class Tracker:
 
     def _read(self, entry: Tracked, engine: Workflow, final: bool, max_bytes: int,
               events: list[Any]) -> None:
+        if self.limits is not None:
+            max_bytes = min(max_bytes, self.limits.get(entry.dagman_out, 0) - entry.offset)
+            if max_bytes <= 0:
+                entry.eof = True
+                return
         try:
             with open(entry.dagman_out, "rb") as handle:
                 size = os.fstat(handle.fileno()).st_size
                 if size < entry.offset:
-                    self._warn(f"{entry.dagman_out}: file shrank below offset {entry.offset}; stopped")
+                    self._warn(f"{entry.dagman_out}: file shrank below offset {entry.offset} (truncated or replaced); "
+                               "stopped following it")
                     entry.broken = entry.eof = True
                     return
                 if entry.skip_to is not None:

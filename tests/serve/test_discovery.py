@@ -118,3 +118,32 @@ def test_serve_follows_workflows_whatever_order_their_files_appear_in(tmp_path: 
         # said at the default level, without -v
         assert f"following {run.resolve()}" in err, err
         assert f"finished following {run.resolve()}" in err, err
+
+
+def test_serve_announces_the_resume_of_a_workflow(tmp_path: Path) -> None:
+    """A serve restarted while a workflow runs says, without -v, where it resumes that workflow."""
+    root = tmp_path / "root"
+    submit = generate(root / "wf", jobs=4, seed=5)
+    dagman_out = next(submit.glob("*.dag.dagman.out"))
+    text = dagman_out.read_text()
+    lines = text.splitlines(keepends=True)
+    dagman_out.write_text("".join(lines[: len(lines) // 2]))
+    env = {**os.environ, "STREAMER_STATE_DIR": str(tmp_path / "state")}
+    command = [sys.executable, "-m", "streamer", "serve", "--watch", str(root), "--no-jobstate",
+               "--workflow-dest", "file://{submit_dir}/" + EVENTS]
+    state = submit / "streamer.state.json"
+    errors = []
+    for step in ("first", "again"):
+        proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            wait_serving(tmp_path / "state")
+            if step == "first":
+                wait_until(lambda: state.exists() and '"workflows"' in state.read_text(), 60, "a checkpoint")
+            else:
+                dagman_out.write_text(text)
+                wait_until((submit / "monitord.done").exists, 60, "the workflow to finish")
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            errors.append(proc.communicate(timeout=60)[1])
+    assert f"{submit.resolve()}: resuming {dagman_out.resolve()} from line " in errors[1], errors[1]
+    assert "resuming" not in errors[0]
