@@ -7,13 +7,13 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-from streamer.cli import main
+from streamer.cli.main import main
 from streamer.monitor.source import WorkflowSource
-from streamer.progressline import RunView
+from streamer.console.progressline import RunView
 from streamer.synth import generate
+from tests.support.commands import wait_for
 
 
 def _summary(err: str) -> list[str]:
@@ -41,10 +41,10 @@ def test_a_resumed_follow_summarises_the_whole_workflow(tmp_path: Path, capsys) 
     command = ["follow", str(submit), "--no-jobstate", "--state", str(state), "--dest", f"file://{tmp_path}/f.jsonl"]
     first = subprocess.Popen([sys.executable, "-m", "streamer", *command], stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while not (state.exists() and f'"offset":{len("".join(lines[:cut]).encode())}' in state.read_text()):
-        assert time.monotonic() < deadline and first.poll() is None, "the first follow did not read to the cut"
-        time.sleep(0.1)
+    offset = f'"offset":{len("".join(lines[:cut]).encode())}'
+    wait_for(lambda: first.poll() is not None or (state.exists() and offset in state.read_text()),
+             "the first follow to read to the cut", 60)
+    assert first.poll() is None, "the first follow ended"
     first.send_signal(signal.SIGKILL)
     first.wait(timeout=30)
 

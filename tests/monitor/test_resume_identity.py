@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import time
 from pathlib import Path
 
-from streamer.cli import main
+from streamer.cli.main import main
+from tests.support.commands import wait_for
 
 
 def test_a_workflow_planned_again_at_the_same_path_is_read_from_its_start(tmp_path: Path) -> None:
@@ -33,10 +33,9 @@ def test_a_workflow_planned_again_at_the_same_path_is_read_from_its_start(tmp_pa
     command = [sys.executable, "-m", "streamer", "follow", str(submit), "--no-jobstate", "--dest", f"file://{out}"]
     first = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     states = tmp_path / "state" / "replay"
-    deadline = time.monotonic() + 60
-    while not any('"workflows"' in p.read_text() for p in states.glob("*.state.json")) if states.is_dir() else True:
-        assert time.monotonic() < deadline and first.poll() is None, "the first follow saved no position"
-        time.sleep(0.1)
+    wait_for(lambda: first.poll() is not None or any('"workflows"' in p.read_text() for p in states.glob("*.json")),
+             "the first follow to save a position", 60)
+    assert first.poll() is None, "the first follow ended"
     first.send_signal(signal.SIGKILL)
     first.communicate(timeout=30)
     before = len(out.read_text().splitlines())

@@ -13,9 +13,10 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from streamer import cli
+from streamer.cli.main import main
 from streamer.synth import generate
-from tests.serve.test_serve import event_ids, wait_serving, wait_until
+from tests.serve.test_serve import event_ids, wait_serving
+from tests.support.commands import wait_for
 
 EVENTS = "events.jsonl"
 
@@ -91,7 +92,7 @@ def test_serve_follows_workflows_whatever_order_their_files_appear_in(tmp_path: 
                               seed=index + 1)
         reference = tmp_path / "ref" / name
         shutil.copytree(made[name], reference, symlinks=True)
-        assert cli.main(["replay", str(reference), "-q", "--no-jobstate", "--state", str(tmp_path / f"{name}.st"),
+        assert main(["replay", str(reference), "-q", "--no-jobstate", "--state", str(tmp_path / f"{name}.st"),
                          "--dest", f"file://{reference}/{EVENTS}"]) == 0
     env = {**os.environ, "STREAMER_STATE_DIR": str(tmp_path / "state")}
     proc = subprocess.Popen([sys.executable, "-m", "streamer", "serve", "--watch", str(root), "--no-jobstate",
@@ -105,7 +106,7 @@ def test_serve_follows_workflows_whatever_order_their_files_appear_in(tmp_path: 
         runs = {name: root / name / ("alice/pegasus/run0001" if name == "nested" else "") for name in ORDERS}
         followed = {name: (run / "monitord.done").exists for name, run in runs.items()}
         try:
-            wait_until(lambda: all(done() for done in followed.values()), 60, "every workflow to be followed")
+            wait_for(lambda: all(done() for done in followed.values()), "every workflow to be followed", 60)
         except AssertionError:
             missed = [name for name, done in followed.items() if not done()]
             raise AssertionError(f"never followed: {missed}") from None
@@ -138,10 +139,11 @@ def test_serve_announces_the_resume_of_a_workflow(tmp_path: Path) -> None:
         try:
             wait_serving(tmp_path / "state")
             if step == "first":
-                wait_until(lambda: state.exists() and '"workflows"' in state.read_text(), 60, "a checkpoint")
+                wait_for(lambda: state.exists() and '"workflows"' in state.read_text(), "a checkpoint", 60)
             else:
-                dagman_out.write_text(text)
-                wait_until((submit / "monitord.done").exists, 60, "the workflow to finish")
+                with dagman_out.open("a") as handle:  # DAGMan goes on (it appends)
+                    handle.write("".join(lines[len(lines) // 2:]))
+                wait_for((submit / "monitord.done").exists, "the workflow to finish", 60)
         finally:
             proc.send_signal(signal.SIGTERM)
             errors.append(proc.communicate(timeout=60)[1])
