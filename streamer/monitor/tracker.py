@@ -18,6 +18,7 @@ from typing import Any
 from streamer.util.limits import MAX_LINE
 from streamer.monitor.parsers import plaindag
 from streamer.monitor.parsers.dagman import BadTime, LineParser
+from streamer.monitor.engine.state import StateError
 from streamer.monitor.engine.workflow import Workflow, WorkflowError
 from streamer.monitor.engineopts import DEFAULT, EngineOptions
 
@@ -300,7 +301,7 @@ class Tracker:
 
     def _restore(self, state: dict[str, Any]) -> None:
         if state.get("version") != 1:
-            raise ValueError(f"unknown monitor state version {state.get('version')!r}")
+            raise StateError(f"unknown monitor state version {state.get('version')!r}")
         for item in state["workflows"]:
             entry = self._track(item["dagman_out"], item.get("parent") or {})
             entry.offset = int(item.get("offset", 0))

@@ -102,9 +102,9 @@ class CheckpointStore:
         except FileNotFoundError:
             return None
         except (OSError, ValueError) as exc:
-            raise ValueError(f"{self.path}: unreadable checkpoint: {exc}") from None
+            raise InputError(f"{self.path}: unreadable checkpoint: {exc}") from None
         if not isinstance(data, dict) or data.get("version") != CHECKPOINT_VERSION:
-            raise ValueError(f"{self.path}: not a streamer checkpoint (version {CHECKPOINT_VERSION})")
+            raise InputError(f"{self.path}: not a streamer checkpoint (version {CHECKPOINT_VERSION})")
         return data
 
     def save(self, files: dict[str, FilePosition], endpoints: dict[str, Any] | None = None) -> None:
