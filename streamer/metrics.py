@@ -18,6 +18,9 @@ its `on_delivered` hook (the bus knows nothing of Stampede or of Prometheus).
     streamer_endpoint_reconnects_total{endpoint} connections opened again after a loss
     streamer_endpoint_lag_seconds{endpoint}   age of the oldest event it has not acknowledged
     streamer_workflows_active                 workflows followed now
+    streamer_input_dropped_total{reason}      inputs the source left out or cut short (a kickstart record
+                                              it could not read, a FIFO, an overlong line, ...), each
+                                              named in a warning
     streamer_event_latency_seconds            histogram: event handed to the bus -> endpoint acknowledged
 
 `streamer serve` uses the same object: `Metrics.attach(bus, source=...)` per
@@ -111,6 +114,7 @@ class Metrics:
         self.retired: dict[str, list[int]] = {}
         """Endpoint name -> [delivered, errors, reconnects] of the buses detached (`streamer serve`'s ended runs)."""
         self.retired_in: dict[str, int] = {}
+        self.retired_dropped: dict[str, int] = {}
         self.workflows: Callable[[], int] = lambda: 0
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)  # `collect` below
@@ -128,6 +132,8 @@ class Metrics:
         for b, source in self.buses:
             if b is bus:
                 self.retired_in[source] = self.retired_in.get(source, 0) + bus.published_events
+                for reason, count in bus.dropped.items():
+                    self.retired_dropped[reason] = self.retired_dropped.get(reason, 0) + count
                 for route in bus.routes:
                     done = self.retired.setdefault(route.name, [0, 0, 0])
                     done[0] += route.stats.delivered
@@ -158,6 +164,15 @@ class Metrics:
         for source, count in per_source.items():
             events_in.add_metric([source], count)
         yield events_in
+        dropped = CounterMetricFamily("streamer_input_dropped", "Inputs the sources left out or cut short, "
+                                      "by reason (each named in a warning)", labels=["reason"])
+        per_reason = dict(self.retired_dropped)
+        for bus, _ in self.buses:
+            for reason, count in bus.dropped.items():
+                per_reason[reason] = per_reason.get(reason, 0) + count
+        for reason, count in sorted(per_reason.items()):
+            dropped.add_metric([reason], count)
+        yield dropped
         out = CounterMetricFamily("streamer_events_out", "Events the endpoint acknowledged", labels=["endpoint"])
         buffer = GaugeMetricFamily("streamer_endpoint_buffer_events", "Events waiting for the endpoint "
                                    "(memory buffer and overflow file)", labels=["endpoint"])
