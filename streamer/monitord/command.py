@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import ConfigError, EndpointSpec, normalise_url
 from ..core.dbnaming import default_db_url
+from ..limits import open_regular
 from ..runtime import MaskingFormatter, run
 from ..urls import mask
 from . import files, options, properties, stats
@@ -226,7 +227,7 @@ class Watch:
 
     def _scan(self) -> int:
         try:
-            with open(self.dagman_out, "rb") as handle:
+            with open_regular(self.dagman_out) as handle:  # a FIFO or /dev/zero is no log: refused
                 handle.seek(self._offset)
                 data = handle.read()
         except OSError:

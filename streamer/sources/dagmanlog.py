@@ -37,6 +37,7 @@ from typing import Any
 
 from ..core.dbnaming import stampede_db_path
 from ..events import Event
+from ..limits import open_regular
 from ..monitor.parsers import plaindag
 
 RE_INTERNAL = re.compile(r"^(\d+)\s+INTERNAL\s+\*\*\*\s+([A-Z_]+)(?:\s+(\S+))?\s+\*\*\*\s*$")
@@ -97,7 +98,7 @@ def is_dagman_jobstate_line(line: str) -> bool:
 def sniff(path: str | Path) -> bool:
     """Does the file start with jobstate.log lines (first non-blank line)?"""
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:
             head = handle.read(4096)
     except OSError:
         return False

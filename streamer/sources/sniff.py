@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from ..limits import open_regular
 from .eventfile import decode_line
 
 SAMPLE = 5
@@ -40,7 +41,7 @@ def _hint(path: Path, head: bytes, lines: list[str]) -> str:
 def check_event_file(path: Path) -> None:
     """Raise NotEventFile when none of the first SAMPLE non-blank lines of `path` is an event."""
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:
             head = handle.read(64 * 1024)
     except OSError:
         return  # the reader reports it
