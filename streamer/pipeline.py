@@ -207,7 +207,8 @@ def print_summary(result: RunResult, stream: SupportsWrite[str], *, bad_lines: i
     if bad_lines:
         stream.write(f"streamer: {bad_lines:,} malformed line(s) skipped "
                      "(see messages above; --strict stops at the first)\n")
-    if result.dropped:
-        reasons = ", ".join(f"{reason} {count:,}" for reason, count in sorted(result.dropped.items()))
-        stream.write(f"streamer: {sum(result.dropped.values()):,} input(s) left out or cut short ({reasons}): "
+    dropped = {reason: count for reason, count in result.dropped.items() if not (bad_lines and reason == "bad_line")}
+    if dropped:  # (malformed lines were said just above)
+        reasons = ", ".join(f"{reason} {count:,}" for reason, count in sorted(dropped.items()))
+        stream.write(f"streamer: {sum(dropped.values()):,} input(s) left out or cut short ({reasons}): "
                      "see the warnings above\n")
