@@ -80,5 +80,13 @@ def check(text: str, limit: int = MAX_DEPTH) -> None:
 
     Text that could be deep or aliased and is not YAML at all raises yaml.YAMLError.
     """
-    if (could_be_deep(text, limit) or could_alias(text)) and depth(text, limit) > limit:
+    if not (could_be_deep(text, limit) or could_alias(text)):
+        return
+    try:
+        deep = depth(text, limit)
+    except yaml.YAMLError as exc:  # libyaml 0.2.6 stops at 1,000 flow levels by itself: the same refusal
+        if "maximum nesting depth" not in str(exc):
+            raise
+        deep = limit + 1
+    if deep > limit:
         raise TooDeep(f"YAML nested deeper than {limit} levels")
