@@ -26,7 +26,7 @@ from typing import AsyncIterator
 
 import aiofiles
 
-from ..limits import MAX_LINE, NotRegularFile, check_regular
+from streamer.util.limits import MAX_LINE, NotRegularFile, check_regular
 
 log = logging.getLogger("streamer.follow")
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..limits import open_regular
-from .eventfile import decode_line
+from streamer.sources.eventfile import decode_line
+from streamer.util.limits import open_regular
 
 SAMPLE = 5
 """Non-blank lines looked at: if none of them is an event, the file is refused."""

@@ -32,10 +32,10 @@ import asyncpg
 import pytest
 
 from streamer.synth import generate, iter_dagman_chunks
-from tests import dbcompare
-from tests.amqphelp import unique
-from tests.ownservers import own_postgres, own_rabbitmq
-from tests.pghelp import pg_snapshot
+from tests.support import dbcompare
+from tests.support.amqphelp import unique
+from tests.support.ownservers import own_postgres, own_rabbitmq
+from tests.support.pghelp import pg_snapshot
 
 
 def follow_cmd(submit: Path, state: Path, *dests: str, follow: bool = True) -> list[str]:
@@ -205,7 +205,7 @@ def test_postgres_restarted_mid_load_rows_equal_clean_load(tmp_path: Path) -> No
 LEFT_BEHIND = """
 import asyncio, gc, sys
 import asyncpg
-from streamer.runtime import run, setup_logging
+from streamer.util.runtime import run, setup_logging
 
 async def main() -> int:
     pool = await asyncpg.create_pool(sys.argv[1], min_size=0, max_size=1)

@@ -115,7 +115,7 @@ def test_a_symlink_loop_and_a_fifo_for_a_log_are_named(workflow: Path, tmp_path:
 
 
 def test_the_one_opener_refuses_what_is_no_regular_file(tmp_path: Path) -> None:
-    from streamer.limits import NotRegularFile, open_regular, read_bounded
+    from streamer.util.limits import NotRegularFile, open_regular, read_bounded
 
     os.mkfifo(tmp_path / "pipe")
     (tmp_path / "a").symlink_to(tmp_path / "b")
@@ -135,7 +135,7 @@ def test_read_bounded_reads_by_the_file_size(tmp_path: Path) -> None:
     """A small file costs what it holds: no buffer sized by the 256 MiB limit is allocated for it."""
     import tracemalloc
 
-    from streamer.limits import read_bounded
+    from streamer.util.limits import read_bounded
 
     path = tmp_path / "job.out"
     path.write_bytes(b"- invocation: True\n" * 10)
@@ -188,10 +188,10 @@ def test_the_loss_is_in_the_metrics(workflow: Path, tmp_path: Path) -> None:
     """`streamer_input_dropped_total{reason}` counts what the monitor left out, as the summary does."""
     import asyncio
 
-    from streamer.config import EndpointSpec
-    from streamer.metrics import Metrics
+    from streamer.config.settings import EndpointSpec
+    from streamer.run.metrics import Metrics
     from streamer.monitor.source import WorkflowSource
-    from streamer.pipeline import run_pipeline
+    from streamer.run.pipeline import run_pipeline
 
     directory = copy_of(workflow, tmp_path)
     kickstart_out(directory).write_text(RECORDS["python tag"][0])

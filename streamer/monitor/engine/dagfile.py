@@ -7,8 +7,8 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from ...limits import read_bounded
-from .context import Warn
+from streamer.monitor.engine.context import Warn
+from streamer.util.limits import read_bounded
 
 RE_DAG_JOB = re.compile(r"JOB\s+(\S+)\s(\S+)(\s+DONE)?", re.IGNORECASE)
 RE_DAG_TASK = re.compile(r"TASK\s+(\S*)\s(\S+)", re.IGNORECASE)

@@ -10,11 +10,11 @@ import re
 import socket
 from typing import Any
 
-from ..parsers import kickstart
-from .context import Context, Emit
-from .dagfile import DagFile
-from .invocations import Invocations
-from .job import MAX_OUTPUT_LENGTH, REQUEST_KEYS, Job, job_fields, read_text
+from streamer.monitor.parsers import kickstart
+from streamer.monitor.engine.context import Context, Emit
+from streamer.monitor.engine.dagfile import DagFile
+from streamer.monitor.engine.invocations import Invocations
+from streamer.monitor.engine.job import MAX_OUTPUT_LENGTH, REQUEST_KEYS, Job, job_fields, read_text
 
 LEFT_OUT = (": its invocation is made from the .sub file and DAGMan's times; host, file and integrity events "
             "are left out")

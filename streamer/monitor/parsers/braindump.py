@@ -14,8 +14,8 @@ from typing import Any
 
 import yaml
 
-from ...limits import read_bounded
-from . import yamlguard
+from streamer.monitor.parsers import yamlguard
+from streamer.util.limits import read_bounded
 
 log = logging.getLogger(__name__)
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

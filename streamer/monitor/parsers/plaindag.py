@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...limits import read_bounded
-from . import braindump
+from streamer.monitor.parsers import braindump
+from streamer.util.limits import read_bounded
 
 TYPE_NUMBERS = {name: number for number, name in enumerate((
     "unknown", "compute", "stage-in-tx", "stage-out-tx", "registration", "inter-site-tx",
