@@ -202,6 +202,7 @@ class EventFileSource(Source):
                                 poll_interval=self.poll_interval)
         self._followers.append(follower)
         async for chunk in follower.chunks():
+            bad = self.stats.bad
             try:
                 events = self._decode_chunk(path, chunk)
             except InputError as stop:  # deliver the lines before the bad one, then stop
@@ -213,8 +214,9 @@ class EventFileSource(Source):
                 yield Batch(stop.events, dict(self._reading), done=end, total=self._total_bytes or None)
                 raise
             self._reading[key] = chunk.position.as_dict()
+            skipped = self.stats.bad - bad  # malformed lines: said by line, counted in the metrics too
             yield Batch(events, dict(self._reading), done=chunk.position.offset,
-                        total=self._total_bytes or None)
+                        total=self._total_bytes or None, dropped={"bad_line": skipped} if skipped else {})
 
     async def batches(self) -> AsyncIterator[Batch]:
         if not self.follow or len(self.paths) == 1:
