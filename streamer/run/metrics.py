@@ -47,6 +47,11 @@ class MetricSpec:
 METRICS: Final = (
     MetricSpec("streamer_events_in", "counter", ("source",), "Events the sources handed to the bus",
                "events the source handed to the bus (`source`: `file`, `workflow`, `jobstate`, `queue`, `amqp`)"),
+    MetricSpec("streamer_input_dropped", "counter", ("reason",),
+               "Inputs the sources left out or cut short, by reason (each named in a warning)",
+               "inputs a source left out or cut short, each named on stderr (`reason`: `kickstart_record`, "
+               "`kickstart_empty`, `kickstart_missing`, `special_file`, `unreadable_file`, `bad_line`, "
+               "`line_too_long`, `repeated_line`)"),
     MetricSpec("streamer_events_out", "counter", ("endpoint",), "Events the endpoint acknowledged",
                "events the endpoint acknowledged (`endpoint`: its masked URL)"),
     MetricSpec("streamer_endpoint_buffer_events", "gauge", ("endpoint",),
@@ -158,6 +163,7 @@ class Metrics:
         self.retired: dict[str, list[int]] = {}
         """Endpoint name -> [delivered, errors, reconnects] of the buses detached (`streamer serve`'s ended runs)."""
         self.retired_in: dict[str, int] = {}
+        self.retired_dropped: dict[str, int] = {}
         self.workflows: Callable[[], int] = lambda: 0
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)  # `collect` below
@@ -175,6 +181,8 @@ class Metrics:
         for b, source in self.buses:
             if b is bus:
                 self.retired_in[source] = self.retired_in.get(source, 0) + bus.published_events
+                for reason, count in bus.dropped.items():
+                    self.retired_dropped[reason] = self.retired_dropped.get(reason, 0) + count
                 for route in bus.routes:
                     done = self.retired.setdefault(route.name, [0, 0, 0])
                     done[0] += route.stats.delivered
@@ -203,6 +211,14 @@ class Metrics:
         for source, count in per_source.items():
             events_in.add_metric([source], count)
         yield events_in
+        dropped = _family("streamer_input_dropped")
+        per_reason = dict(self.retired_dropped)
+        for bus, _ in self.buses:
+            for reason, count in bus.dropped.items():
+                per_reason[reason] = per_reason.get(reason, 0) + count
+        for reason, count in sorted(per_reason.items()):
+            dropped.add_metric([reason], count)
+        yield dropped
         out, buffer, overflow, errors, reconnects, lag = (_family(name) for name in (
             "streamer_events_out", "streamer_endpoint_buffer_events", "streamer_endpoint_overflow_bytes",
             "streamer_endpoint_errors", "streamer_endpoint_reconnects", "streamer_endpoint_lag_seconds"))

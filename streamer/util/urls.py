@@ -9,6 +9,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
+
+class URLError(ValueError):
+    """A URL that cannot be used as given (a usage error: exit 2)."""
+
+
 _USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.\-]*://)(?P<user>[^:/@\s]*):(?P<pw>[^@/\s]*)@")
 
 
@@ -46,7 +51,7 @@ class EndpointURL:
             options = dict(parse_qsl(raw.partition("?")[2], keep_blank_values=True))
             return cls(raw=raw, scheme="term", base="-", options=options)
         if "://" not in raw:
-            raise ValueError(f"not an endpoint URL: {mask(raw)!r} (expected scheme://..., e.g. file:///tmp/events.jsonl)")
+            raise URLError(f"not an endpoint URL: {mask(raw)!r} (expected scheme://..., e.g. file:///tmp/events.jsonl)")
         parts = urlsplit(raw)
         options = dict(parse_qsl(parts.query, keep_blank_values=True))
         base = urlunsplit((parts.scheme, parts.netloc, parts.path, "", parts.fragment))
@@ -71,7 +76,7 @@ def with_password(url: EndpointURL, options: dict[str, Any] | None = None) -> En
     if not given:
         return url
     if len(given) > 1:
-        raise ValueError(f"{url.masked}: give password_file or password_env, not both")
+        raise URLError(f"{url.masked}: give password_file or password_env, not both")
     if options:
         for key in SECRET_OPTIONS:
             options.pop(key, None)
@@ -80,16 +85,16 @@ def with_password(url: EndpointURL, options: dict[str, Any] | None = None) -> En
         try:
             password = Path(str(source)).expanduser().read_text().rstrip("\r\n")
         except OSError as exc:
-            raise ValueError(f"{url.masked}: password_file {source}: {exc.strerror or exc}") from None
+            raise URLError(f"{url.masked}: password_file {source}: {exc.strerror or exc}") from None
     else:
         from_env = os.environ.get(str(source))
         if from_env is None:
-            raise ValueError(f"{url.masked}: password_env: the environment variable {source} is not set")
+            raise URLError(f"{url.masked}: password_env: the environment variable {source} is not set")
         password = from_env
     parts = urlsplit(url.raw)
     user, at, host = parts.netloc.rpartition("@")
     if not at:
-        raise ValueError(f"{url.masked}: {key} needs a user name in the URL (e.g. {parts.scheme}://USER@{host}/...)")
+        raise URLError(f"{url.masked}: {key} needs a user name in the URL (e.g. {parts.scheme}://USER@{host}/...)")
     query = urlencode([(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k not in SECRET_OPTIONS])
     netloc = f"{user.partition(':')[0]}:{quote(password, safe='')}@{host}"
     return EndpointURL.parse(urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment)))
