@@ -41,7 +41,7 @@ class MetricsError(ValueError):
 
 
 SOURCE_LABELS = {"EventFileSource": "file", "ProvenanceSource": "file", "WorkflowSource": "workflow",
-                 "JobstateSource": "jobstate", "QueueSource": "queue", "AMQPSource": "amqp"}
+                 "ServeSource": "workflow", "JobstateSource": "jobstate", "QueueSource": "queue", "AMQPSource": "amqp"}
 
 
 def source_label(source: Any) -> str:

@@ -112,6 +112,9 @@ TERMINAL = (
 )
 
 _RETRY = Option("retry_for", parse_duration, 300.0, "seconds a transient fault may last before the endpoint fails")
+_CONNECT = Option("connect_for", parse_duration, 30.0,
+                  "seconds to keep trying a server not reached yet (a wrong host or port fails after this long; "
+                  "once connected, faults are retried for retry_for)")
 
 _WAIT_PARENTS = Option("wait_parents", parse_duration, 0.0,
                        "seconds an event may wait for its workflow/job to be loaded by another writer "
@@ -126,9 +129,9 @@ SPOOL = (
 """The spooling layer's options (`spooling.py`), for the endpoints that take it."""
 
 FILE = (*_FILE, *SPOOL)
-_POSTGRES = (_RETRY, _WAIT_PARENTS)
+_POSTGRES = (_RETRY, _CONNECT, _WAIT_PARENTS)
 POSTGRES = (*_POSTGRES, *SPOOL)
-MYSQL = (_RETRY, *SPOOL)
+MYSQL = (_RETRY, _CONNECT, *SPOOL)
 SQLITE = (
     _RETRY,
     Option("busy_timeout", parse_duration, 30.0, "seconds to wait for another writer's lock"),

@@ -31,7 +31,7 @@ from .dbcommon import WriteStats, hold_orphans
 from . import provenance_schema, schema_version
 from .pgwriters import WriterLocks
 from .resilience import (CONNECTION, STALE_IDS, Rejected, RetryPolicy, RetryStats, TransientError,
-                         postgres_fault, rejects_content, retrying)
+                         first_connection, postgres_fault, rejects_content, retrying)
 from .ids import ID_TABLES, IdPool, reserve_postgres
 from .loader import Loader
 from .plan import FRESH_TABLES, POSTGRESQL, Plan, doomed_sql, expunge_statements, insert_sql
@@ -101,8 +101,8 @@ class PostgresEndpoint(Endpoint):
     # -- lifecycle ----------------------------------------------------------
 
     async def open(self) -> None:
-        # A wrong host or port should not keep a command waiting for minutes.
-        policy = RetryPolicy(retry_for=min(self.retry_for, 30.0))
+        # A wrong host or port should not keep a command waiting for minutes: `connect_for` (30 s).
+        policy = first_connection(self.retry_for, float(self.option("connect_for", 30)))
         await retrying(self.name, "connect", self._connect_once, policy, self.retry_stats)
 
     async def _connect_once(self) -> None:

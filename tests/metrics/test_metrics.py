@@ -153,3 +153,13 @@ def test_healthz_includes_the_source() -> None:
     assert metrics.health() == problem
     metrics.detach(bus)
     assert metrics.health() == []
+
+
+def test_serve_counts_its_events_under_the_documented_source_label() -> None:
+    """`streamer_events_in_total{source}` is file, workflow, jobstate, queue or amqp: serve's buses follow
+    workflows (it said `source="serve"`, a value documented nowhere)."""
+    from streamer.metrics import SOURCE_LABELS, source_label
+    from streamer.serve.follower import ServeSource
+
+    assert source_label(ServeSource.__new__(ServeSource)) == "workflow"
+    assert set(SOURCE_LABELS.values()) == {"file", "workflow", "jobstate", "queue", "amqp"}
