@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
 
 _USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.\-]*://)(?P<user>[^:/@\s]*):(?P<pw>[^@/\s]*)@")
 
@@ -54,6 +54,18 @@ class EndpointURL:
         return cls(raw=raw, scheme=parts.scheme.lower(), base=base, options=options)
 
 
+PLACEHOLDER = "change-me"
+"""How the example passwords of deploy/ (.env.example, streamer.env.example) begin."""
+
+
+def refuse_placeholder(url: EndpointURL, password: str | None) -> None:
+    """ValueError when `password` is still a `change-me-…` placeholder of deploy/'s examples: a deployment
+    must not run with a password anyone can read in the repository."""
+    if password is not None and unquote(password).startswith(PLACEHOLDER):
+        raise ValueError(f"{url.masked}: the password is still the placeholder from deploy/'s examples "
+                         f"({PLACEHOLDER}-...); set a real one (deploy/.env, or the password file)")
+
+
 SECRET_OPTIONS = ("password_file", "password_env")
 """URL options (or config keys) that give an endpoint's password without writing it on the command line."""
 
@@ -69,6 +81,7 @@ def with_password(url: EndpointURL, options: dict[str, Any] | None = None) -> En
     """
     given = {key: value for key, value in {**url.options, **(options or {})}.items() if key in SECRET_OPTIONS}
     if not given:
+        refuse_placeholder(url, urlsplit(url.raw).password)
         return url
     if len(given) > 1:
         raise ValueError(f"{url.masked}: give password_file or password_env, not both")
@@ -86,6 +99,7 @@ def with_password(url: EndpointURL, options: dict[str, Any] | None = None) -> En
         if from_env is None:
             raise ValueError(f"{url.masked}: password_env: the environment variable {source} is not set")
         password = from_env
+    refuse_placeholder(url, password)
     parts = urlsplit(url.raw)
     user, at, host = parts.netloc.rpartition("@")
     if not at:
