@@ -10,13 +10,20 @@ nothing for metrics except the latency histogram, which the bus feeds through
 its `on_delivered` hook (the bus knows nothing of Stampede or of Prometheus).
 
     streamer_events_in_total{source}          events the source handed to the bus
-    streamer_events_out_total{endpoint}       events the endpoint acknowledged
+    streamer_events_out_total{endpoint}       events the endpoint's server acknowledged (spooled ones
+                                              count once the spool delivered them)
     streamer_endpoint_buffer_events{endpoint} events waiting in its memory buffer and overflow file
     streamer_endpoint_overflow_bytes{endpoint} bytes parked in its overflow file
-    streamer_endpoint_errors_total{endpoint}  failed attempts (retried or not), events it could not
-                                              encode, events sent to its dead-letter file
+    streamer_endpoint_spooled_events{endpoint} events waiting in its spool for the server to come back
+    streamer_endpoint_held_events{endpoint}   events a database holds for another writer's rows
+    streamer_endpoint_up{endpoint}            1 while its broker/database takes events, 0 while not
+    streamer_endpoint_errors_total{endpoint}  failed attempts (retried or not), connections refused or
+                                              lost, failed spool replays, events it could not encode,
+                                              events sent to its dead-letter file
     streamer_endpoint_reconnects_total{endpoint} connections opened again after a loss
-    streamer_endpoint_lag_seconds{endpoint}   age of the oldest event it has not acknowledged
+    streamer_endpoint_lag_seconds{endpoint}   age of the oldest event it has not acknowledged (spooled
+                                              events included)
+    streamer_source_up{source}                1 while the source's broker is reachable (a collector)
     streamer_workflows_active                 workflows followed now
     streamer_event_latency_seconds            histogram: event handed to the bus -> endpoint acknowledged
 
@@ -111,6 +118,12 @@ class Metrics:
         self.retired: dict[str, list[int]] = {}
         """Endpoint name -> [delivered, errors, reconnects] of the buses detached (`streamer serve`'s ended runs)."""
         self.retired_in: dict[str, int] = {}
+        self.owners: dict[int, tuple[str, Any]] = {}
+        """Endpoint objects that spooled or failed (`Endpoint.pending`), by id: name and last `Pending`.
+        Kept after their bus detached, so what they spooled and never delivered stays out of the counters."""
+        self.highest: dict[str, float] = {}
+        """events_out as last served, per endpoint: a counter never goes back (a batch is counted by the bus
+        a moment after the spool took it)."""
         self.workflows: Callable[[], int] = lambda: 0
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)  # `collect` below
@@ -133,8 +146,16 @@ class Metrics:
                     done[0] += route.stats.delivered
                     done[1] += _errors(route)
                     done[2] += _reconnects(route.endpoint)
+                    self._remember(route)
         self.buses = [(b, s) for b, s in self.buses if b is not bus]
         self.checks.pop(id(bus), None)
+
+    def _remember(self, route: Any) -> Any:
+        """The `Pending` of `route`'s endpoint, remembered by owner when it ever spooled or failed."""
+        pending = route.endpoint.pending()
+        if pending.spooled_total or pending.drained or pending.failures:
+            self.owners[pending.owner] = (route.name, pending)
+        return pending
 
     def _delivered(self, route: Any, times: list[tuple[float, int]]) -> None:
         now = time.monotonic()
@@ -168,24 +189,56 @@ class Metrics:
         reconnects = CounterMetricFamily("streamer_endpoint_reconnects", "Connections opened again after a loss",
                                          labels=["endpoint"])
         lag = GaugeMetricFamily("streamer_endpoint_lag_seconds", "Age of the oldest event the endpoint has not "
-                                "acknowledged", labels=["endpoint"])
+                                "acknowledged (spooled events included)", labels=["endpoint"])
+        spooled = GaugeMetricFamily("streamer_endpoint_spooled_events", "Events waiting in the endpoint's spool "
+                                    "for its server", labels=["endpoint"])
+        held = GaugeMetricFamily("streamer_endpoint_held_events", "Events a database endpoint holds for another "
+                                 "writer's rows", labels=["endpoint"])
+        up = GaugeMetricFamily("streamer_endpoint_up", "1 while the endpoint's broker or database takes events, "
+                               "0 while it is unreachable or failed", labels=["endpoint"])
         # one sample per endpoint name: a shared endpoint has a route in every followed workflow's bus
-        per: dict[str, list[float]] = {name: [done[0], 0, 0, done[1], done[2], 0.0]
+        per: dict[str, list[float]] = {name: [done[0], 0, 0, done[1], done[2], 0.0, 0, 0, 1]
                                        for name, done in self.retired.items()}
+        now, seen = time.monotonic(), set()
         for bus, route in self.routes():
             parked = route.overflow
-            row = per.setdefault(route.name, [0, 0, 0, 0, 0, 0.0])
+            row = per.setdefault(route.name, [0, 0, 0, 0, 0, 0.0, 0, 0, 1])
             row[0] += route.stats.delivered
             row[1] += route.buffered + (parked.events if parked is not None else 0)
             row[2] += parked.size if parked is not None else 0
             row[3] += _errors(route)
             row[4] += _reconnects(route.endpoint)
             row[5] = max(row[5], bus.lag(route))
-        families: tuple[CounterMetricFamily | GaugeMetricFamily, ...] = (out, buffer, overflow, errors, reconnects, lag)
+            pending = self._remember(route)
+            row[8] = 0 if endpoint_health(route) is not None else row[8]
+            if pending.owner in seen:
+                continue
+            seen.add(pending.owner)
+            row[6] += pending.spooled
+            row[7] += pending.held
+            if pending.since is not None and pending.spooled:
+                row[5] = max(row[5], now - pending.since)
+        for name, pending in self.owners.values():  # the spooled events not delivered are not out
+            row = per.setdefault(name, [0, 0, 0, 0, 0, 0.0, 0, 0, 1])
+            row[0] -= pending.spooled_total - pending.drained
+            row[3] += pending.failures
+        families: tuple[CounterMetricFamily | GaugeMetricFamily, ...] = (out, buffer, overflow, errors, reconnects,
+                                                                         lag, spooled, held, up)
         for name, row in per.items():
+            row[0] = self.highest[name] = max(self.highest.get(name, 0), row[0])
             for family, value in zip(families, row):
                 family.add_metric([name], value)
         yield from families
+        sources = GaugeMetricFamily("streamer_source_up", "1 while the source's broker is reachable (a collector's "
+                                    "queue), 0 while not", labels=["source"])
+        reachable: dict[str, int] = {}
+        for bus, source in self.buses:
+            check = self.checks.get(id(bus))
+            if check is not None:
+                reachable[source] = min(reachable.get(source, 1), 0 if check() else 1)
+        for source, value in reachable.items():
+            sources.add_metric([source], value)
+        yield sources
         active = GaugeMetricFamily("streamer_workflows_active", "Workflows followed now")
         active.add_metric([], self.workflows())
         yield active

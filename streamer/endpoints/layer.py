@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..events import Event
-from .base import Endpoint
+from .base import Endpoint, Pending
 
 
 FORWARDED = frozenset({"unconfirmed_ids"})
@@ -78,6 +78,9 @@ class Layer(Endpoint):
 
     def health(self) -> str | None:
         return self.inner.health()
+
+    def pending(self) -> Pending:
+        return self.inner.pending()
 
     def give_up_after(self, seconds: float) -> None:
         self.inner.give_up_after(seconds)

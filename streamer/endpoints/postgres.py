@@ -26,7 +26,7 @@ from ..events import Event
 from ..urls import EndpointURL, mask
 from . import stampede_schema as schema
 from . import options as option_specs
-from .base import Endpoint, EndpointError
+from .base import Endpoint, EndpointError, Pending
 from .dbcommon import WriteStats, hold_orphans
 from . import provenance_schema, schema_version
 from .pgwriters import WriterLocks
@@ -139,6 +139,9 @@ class PostgresEndpoint(Endpoint):
 
     def holding(self) -> bool:
         return self.stats.waiting()
+
+    def pending(self) -> Pending:
+        return Pending(held=len(self.stats.holding or ()), owner=id(self))
 
     async def flush(self) -> None:
         if self.stats.waiting():  # events waiting for another writer's parent rows: now, or refused

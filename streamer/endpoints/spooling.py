@@ -50,7 +50,7 @@ from ..core.record import Codec
 from ..events import Event
 from ..events.codec import JSON_LINES
 from ..core.spool import Spool, SpoolError, SpoolFull
-from .base import Endpoint, EndpointError
+from .base import Endpoint, EndpointError, Pending
 from .layer import Layer
 from .resilience import RetryPolicy, RetryStats, TransientError, Unavailable, retrying
 
@@ -86,6 +86,10 @@ class Spooling(Layer):
         self.drained = 0
         """Events replayed from the spool and acknowledged by the endpoint."""
         self.replay_stats = RetryStats()
+        self.outages = 0
+        """Times the endpoint went away (a refused or lost connection, a fault outlasting the grace)."""
+        self._since: float | None = None
+        """`time.monotonic()` since when events wait in the spool (None: it is empty)."""
         self._inner_open = False
         self._down: str | None = None
         self._drainer: asyncio.Task[None] | None = None
@@ -113,6 +117,7 @@ class Spooling(Layer):
         if len(self.spool):
             log.warning("%s: %d events spooled by an earlier run in %s; delivering them first",
                         self.name, len(self.spool), self.spool_dir)
+            self._since = time.monotonic()
             self._start_drainer()
 
     async def write(self, batch: Sequence[Event]) -> None:
@@ -141,6 +146,8 @@ class Spooling(Layer):
         except OSError as exc:
             raise EndpointError(f"{self.name}: cannot write spool {self.spool_dir}: {exc}") from None
         self.spooled += len(pending)
+        if self._since is None:
+            self._since = time.monotonic()
         self._start_drainer()
 
     async def flush(self) -> None:
@@ -189,6 +196,11 @@ class Spooling(Layer):
                     f"spool (raise drain_timeout= to wait longer)")
             await asyncio.sleep(0.05)
 
+    def pending(self) -> Pending:
+        return Pending(spooled=len(self.spool) if self.spool is not None else 0, spooled_total=self.spooled,
+                       drained=self.drained, since=self._since, held=self.inner.pending().held,
+                       failures=self.outages + self.replay_stats.total, owner=id(self))
+
     def health(self) -> str | None:
         reason = self.inner.health() or (f"unavailable ({self._down})" if self._down is not None else None)
         if reason is None:
@@ -200,6 +212,7 @@ class Spooling(Layer):
 
     def _note_down(self, exc: Unavailable) -> None:
         if self._down is None:
+            self.outages += 1
             log.warning("%s: %s; spooling events to %s until it is back", self.name, exc, self.spool_dir)
         self._down = str(exc)
 
@@ -224,6 +237,8 @@ class Spooling(Layer):
                                policy, self.replay_stats)
                 spool.commit(position, len(records))
                 self.drained += len(records)
+                if not len(spool):
+                    self._since = None
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # a permanent error: the next write, flush or close reports it

@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 from ..config import EndpointSpec
 from ..endpoints import create_endpoint
-from ..endpoints.base import Endpoint
+from ..endpoints.base import Endpoint, Pending
 from ..events import Event
 
 
@@ -70,6 +70,12 @@ class SharedRoute(Endpoint):
 
     async def close(self) -> None:
         self.shared.users -= 1
+
+    def pending(self) -> Pending:
+        return self.shared.endpoint.pending()
+
+    def health(self) -> str | None:
+        return self.shared.endpoint.health()
 
     @property
     def unencodable_total(self) -> Any:
