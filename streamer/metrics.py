@@ -43,6 +43,23 @@ log = logging.getLogger("streamer.metrics")
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, float("inf"))
 
 
+ENDPOINT_FAMILIES = (
+    ("counter", "streamer_events_out", "Events the endpoint's server acknowledged (spooled ones once delivered)"),
+    ("gauge", "streamer_endpoint_buffer_events", "Events waiting for the endpoint (memory buffer and overflow file)"),
+    ("gauge", "streamer_endpoint_overflow_bytes", "Bytes parked in the endpoint's overflow file"),
+    ("counter", "streamer_endpoint_errors", "Failed attempts, connections refused or lost, failed spool replays, "
+                                           "events not encodable, events dead-lettered"),
+    ("counter", "streamer_endpoint_reconnects", "Connections opened again after a loss"),
+    ("gauge", "streamer_endpoint_lag_seconds", "Age of the oldest event the endpoint has not acknowledged "
+                                               "(spooled events included)"),
+    ("gauge", "streamer_endpoint_spooled_events", "Events waiting in the endpoint's spool for its server"),
+    ("gauge", "streamer_endpoint_held_events", "Events a database endpoint holds for another writer's rows"),
+    ("gauge", "streamer_endpoint_up", "1 while the endpoint's broker or database takes events, 0 while it is "
+                                      "unreachable or failed"),
+)
+"""The per-endpoint families, in the order of a row of `Metrics.collect`."""
+
+
 class MetricsError(ValueError):
     """A bad `--metrics` address (usage error)."""
 
@@ -179,23 +196,6 @@ class Metrics:
         for source, count in per_source.items():
             events_in.add_metric([source], count)
         yield events_in
-        out = CounterMetricFamily("streamer_events_out", "Events the endpoint acknowledged", labels=["endpoint"])
-        buffer = GaugeMetricFamily("streamer_endpoint_buffer_events", "Events waiting for the endpoint "
-                                   "(memory buffer and overflow file)", labels=["endpoint"])
-        overflow = GaugeMetricFamily("streamer_endpoint_overflow_bytes", "Bytes parked in the endpoint's "
-                                     "overflow file", labels=["endpoint"])
-        errors = CounterMetricFamily("streamer_endpoint_errors", "Failed attempts, events not encodable, "
-                                     "events dead-lettered", labels=["endpoint"])
-        reconnects = CounterMetricFamily("streamer_endpoint_reconnects", "Connections opened again after a loss",
-                                         labels=["endpoint"])
-        lag = GaugeMetricFamily("streamer_endpoint_lag_seconds", "Age of the oldest event the endpoint has not "
-                                "acknowledged (spooled events included)", labels=["endpoint"])
-        spooled = GaugeMetricFamily("streamer_endpoint_spooled_events", "Events waiting in the endpoint's spool "
-                                    "for its server", labels=["endpoint"])
-        held = GaugeMetricFamily("streamer_endpoint_held_events", "Events a database endpoint holds for another "
-                                 "writer's rows", labels=["endpoint"])
-        up = GaugeMetricFamily("streamer_endpoint_up", "1 while the endpoint's broker or database takes events, "
-                               "0 while it is unreachable or failed", labels=["endpoint"])
         # one sample per endpoint name: a shared endpoint has a route in every followed workflow's bus
         per: dict[str, list[float]] = {name: [done[0], 0, 0, done[1], done[2], 0.0, 0, 0, 1]
                                        for name, done in self.retired.items()}
@@ -222,8 +222,8 @@ class Metrics:
             row = per.setdefault(name, [0, 0, 0, 0, 0, 0.0, 0, 0, 1])
             row[0] -= pending.spooled_total - pending.drained
             row[3] += pending.failures
-        families: tuple[CounterMetricFamily | GaugeMetricFamily, ...] = (out, buffer, overflow, errors, reconnects,
-                                                                         lag, spooled, held, up)
+        families = [(CounterMetricFamily if kind == "counter" else GaugeMetricFamily)(name, text, labels=["endpoint"])
+                    for kind, name, text in ENDPOINT_FAMILIES]
         for name, row in per.items():
             row[0] = self.highest[name] = max(self.highest.get(name, 0), row[0])
             for family, value in zip(families, row):

@@ -14,7 +14,7 @@ from .core.bus import Bus, BusError, make_route
 from .config import EndpointSpec
 from .endpoints import EndpointError, create_endpoint
 from .endpoints.base import Endpoint
-from .endpoints.waiting import left_behind, waiting_for
+from .endpoints.waiting import left_behind, stop_waiting, waiting_for
 from .events.codec import JSON_LINES
 from .runtime import install_signal_handlers
 from .sources.base import Batch, Source, SourceError
@@ -137,6 +137,7 @@ async def run_pipeline(source: Source, specs: list[EndpointSpec], *, on_error: s
             note = waiting_for(endpoint)
             if note:
                 err.write(f"streamer: {mask(note)}\n")
+            stop_waiting(endpoint)
         err.flush()
         source.stop()
 

@@ -126,6 +126,11 @@ class Endpoint(abc.ABC):
         """Where the spooling layer spools when `?spool=` is not given (None: no spool unless asked)."""
         return None
 
+    def leftover_spools(self) -> list[Path]:
+        """Spools earlier runs left for this destination elsewhere than `default_spool` (another address of
+        the same broker's exchange): the spooling layer delivers them first."""
+        return []
+
     def give_up_after(self, seconds: float) -> None:
         """Raise `resilience.Unavailable` once a retriable fault has lasted `seconds` (instead of retrying for
         `retry_for`): the spooling layer (`spooling.py`) calls it, and spools what the endpoint cannot take.

@@ -88,6 +88,9 @@ class Layer(Endpoint):
     def default_spool(self) -> Path | None:
         return self.inner.default_spool()
 
+    def leftover_spools(self) -> list[Path]:
+        return self.inner.leftover_spools()
+
     async def flush(self) -> None:
         await self.inner.flush()
 
