@@ -34,6 +34,8 @@ URL options (?name=value&..., or keys of an [[endpoint]] table in --config):
   spooling         (postgresql, mysql, file) spool=DIR: batches the server cannot take for
                    spool_grace=5 seconds wait in DIR (fsync'd, spool_size=1G) and are replayed
                    in order once it is back, first thing in the next run; drain_timeout=300
+                   (by default a server never reached, or away at Ctrl-C/SIGTERM, is not
+                   waited for: the spool stays for the next run; given, it is waited for)
 """
 
 FILTERS = """\
