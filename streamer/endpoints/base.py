@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Sequence, TypeVar
 
-from ..events import Event
-from ..urls import EndpointURL
-from .options import Option, parse_bool
+from streamer.events import Event
+from streamer.util.urls import EndpointURL
+from streamer.endpoints.options import Option, parse_bool
 
 log = logging.getLogger("streamer.endpoints")
 
@@ -35,7 +35,7 @@ class EndpointError(RuntimeError):
 @dataclass
 class Pending:
     """What an endpoint took from the bus but its server has not acknowledged yet, and what it cost: read by
-    the metrics (`streamer/metrics.py`), so that a spooled event is not counted as delivered."""
+    the metrics (`streamer/run/metrics.py`), so that a spooled event is not counted as delivered."""
 
     spooled: int = 0
     """Events in its spool now (the server away)."""
@@ -119,7 +119,7 @@ class Endpoint(abc.ABC):
 
     def health(self) -> str | None:
         """None while the endpoint can deliver, else a reason (its broker or server is unreachable):
-        `/healthz` answers 503 with it (`streamer/metrics.py`)."""
+        `/healthz` answers 503 with it (`streamer/run/metrics.py`)."""
         return None
 
     def default_spool(self) -> Path | None:

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from streamer.cli_help import DEST_URLS
+from streamer.cli.help import DEST_URLS
 from streamer.endpoints import EndpointError, create_endpoint
 from tests.ownservers import free_port
 
