@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from tests.deploy.test_deploy_files import COMPOSE, DEPLOY, ENV_EXAMPLE, compose_config
-from tests.ownservers import free_port
+from tests.support.ownservers import free_port
 
 
 def _example() -> dict[str, str]:

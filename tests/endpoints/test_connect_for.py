@@ -9,7 +9,7 @@ import pytest
 
 from streamer.cli.help import DEST_URLS
 from streamer.endpoints import EndpointError, create_endpoint
-from tests.ownservers import free_port
+from tests.support.ownservers import free_port
 
 
 @pytest.mark.parametrize("scheme", ["postgresql", "mysql"])

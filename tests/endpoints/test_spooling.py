@@ -254,7 +254,7 @@ async def test_load_to_a_mistyped_broker_port_fails_fast_and_the_corrected_run_d
     import os
     import sys
 
-    from tests.ownservers import free_port
+    from tests.support.ownservers import free_port
 
     env = {**os.environ, "STREAMER_STATE_DIR": str(tmp_path / "state")}
     exchange = unique("spool-mistyped")

@@ -163,7 +163,7 @@ async def test_a_broker_outage_shows_in_the_metrics(tmp_path: Path, amqp_url: st
     confirmed and the gauges clear (issue 26 item 4)."""
     import asyncio
 
-    from tests.amqphelp import Capture, Forwarder, unique
+    from tests.support.amqphelp import Capture, Forwarder, unique
 
     source = tmp_path / "in.bp"
     source.write_text(lines(0, 10))

@@ -394,7 +394,7 @@ def test_amqp_status_says_it_waits_and_when_the_totals_cannot_be_complete(
     """On a quiet exchange `status amqp://` says it is waiting (it used to wait silently); fed the filtered
     exchange deploy/README suggests, its totals miss the failure (SUCCESS 2 FAILURE 0 where pegasus-status says
     FAILURE 1) and it must say they cannot be complete, and why."""
-    from tests.amqphelp import Capture, unique
+    from tests.support.amqphelp import Capture, unique
 
     theirs = json.loads(pegasus_status(scenario_dirs["held_abort"], condor_q_stub))["totals"]
     assert theirs["failed"] == 1
