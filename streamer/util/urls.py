@@ -10,10 +10,6 @@ from typing import Any
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
 
 
-class URLError(ValueError):
-    """A URL that cannot be used as given (a usage error: exit 2)."""
-
-
 _USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.\-]*://)(?P<user>[^:/@\s]*):(?P<pw>[^@/\s]*)@")
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from streamer.cli.main import main as cli
+from streamer.cli import main as cli
 from streamer.serve.discovery import classify
 from streamer.synth import generate, iter_dagman_chunks
 from tests.support import dbcompare
