@@ -14,7 +14,7 @@ from streamer.console.rate import RateWindow
 from streamer.config.settings import EndpointSpec
 from streamer.endpoints import EndpointError, create_endpoint
 from streamer.endpoints.base import Endpoint
-from streamer.endpoints.layers.waiting import left_behind, waiting_for
+from streamer.endpoints.layers.waiting import left_behind, stop_waiting, waiting_for
 from streamer.events.codec import JSON_LINES
 from streamer.util.runtime import install_signal_handlers
 from streamer.sources.base import Batch, Source, SourceError
@@ -135,6 +135,7 @@ async def run_pipeline(source: Source, specs: list[EndpointSpec], *, on_error: s
             note = waiting_for(endpoint)
             if note:
                 err.write(f"streamer: {mask(note)}\n")
+            stop_waiting(endpoint)
         err.flush()
         source.stop()
 

@@ -7,14 +7,14 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
-
-
-class URLError(ValueError):
-    """A URL that cannot be used as given (a usage error: exit 2)."""
+from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
 
 
 _USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.\-]*://)(?P<user>[^:/@\s]*):(?P<pw>[^@/\s]*)@")
+
+
+class URLError(ValueError):
+    """A URL streamer cannot use (not a URL, a password it cannot read or must refuse): the user's to fix."""
 
 
 def mask(text: str) -> str:
@@ -59,6 +59,18 @@ class EndpointURL:
         return cls(raw=raw, scheme=parts.scheme.lower(), base=base, options=options)
 
 
+PLACEHOLDER = "change-me"
+"""How the example passwords of deploy/ (.env.example, streamer.env.example) begin."""
+
+
+def refuse_placeholder(url: EndpointURL, password: str | None) -> None:
+    """URLError when `password` is still a `change-me-…` placeholder of deploy/'s examples: a deployment
+    must not run with a password anyone can read in the repository."""
+    if password is not None and unquote(password).startswith(PLACEHOLDER):
+        raise URLError(f"{url.masked}: the password is still the placeholder from deploy/'s examples "
+                         f"({PLACEHOLDER}-...); set a real one (deploy/.env, or the password file)")
+
+
 SECRET_OPTIONS = ("password_file", "password_env")
 """URL options (or config keys) that give an endpoint's password without writing it on the command line."""
 
@@ -70,10 +82,11 @@ def with_password(url: EndpointURL, options: dict[str, Any] | None = None) -> En
     user of the machine; one read from a file (mode 0600, or a container
     secret) or from the environment does not. The options are consumed (the
     endpoint never sees them); the URL keeps its user name, which it must have.
-    Raises ValueError naming what is missing.
+    Raises URLError naming what is missing.
     """
     given = {key: value for key, value in {**url.options, **(options or {})}.items() if key in SECRET_OPTIONS}
     if not given:
+        refuse_placeholder(url, urlsplit(url.raw).password)
         return url
     if len(given) > 1:
         raise URLError(f"{url.masked}: give password_file or password_env, not both")
@@ -91,6 +104,7 @@ def with_password(url: EndpointURL, options: dict[str, Any] | None = None) -> En
         if from_env is None:
             raise URLError(f"{url.masked}: password_env: the environment variable {source} is not set")
         password = from_env
+    refuse_placeholder(url, password)
     parts = urlsplit(url.raw)
     user, at, host = parts.netloc.rpartition("@")
     if not at:
