@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from .. import safenames
+from streamer.util import safenames
 
 JOBSTATE_LOG = "jobstate.log"
 

@@ -18,16 +18,16 @@ Workflow templates may use `{submit_dir}`, `{dag}` (the .dag file's base name wi
 from __future__ import annotations
 
 import logging
-import os
 import string
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import safenames
-from ..config import ConfigError, EndpointSpec, Settings, load_toml, normalise_url
-from ..urls import mask
+from streamer.config.statedir import user_state_dir
+from streamer.config.settings import ConfigError, EndpointSpec, Settings, load_toml, normalise_url
+from streamer.util import safenames
+from streamer.util.urls import mask
 
 log = logging.getLogger("streamer.serve")
 
@@ -93,9 +93,7 @@ class ServeConfig:
     def default_state_dir(self) -> Path:
         if self.state_dir is not None:
             return self.state_dir
-        base = os.environ.get("STREAMER_STATE_DIR") or os.path.join(
-            os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state"), "streamer")
-        return Path(base) / "serve"
+        return user_state_dir() / "serve"
 
 
 def load_serve_config(args: Any, collect_endpoints: Any) -> ServeConfig:

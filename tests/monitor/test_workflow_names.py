@@ -16,7 +16,7 @@ import pytest
 
 from streamer.monitor.engineopts import EngineOptions
 from streamer.monitor.parsers import braindump
-from streamer.safenames import UnsafeName
+from streamer.util.safenames import UnsafeName
 from streamer.synth import generate
 
 ROOT = Path(__file__).resolve().parents[2]

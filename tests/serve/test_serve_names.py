@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from streamer.config import ConfigError
+from streamer.config.settings import ConfigError
 from streamer.serve.config import ServeConfig
 from streamer.synth import generate
-from tests.serve.test_serve import wait_serving, wait_until
+from tests.serve.test_serve import wait_serving
+from tests.support.commands import wait_for
 
 UUID = "21636369-8b52-4b4a-97b7-50923ceb3ffd"
 
@@ -45,8 +46,8 @@ def test_a_braindump_uuid_that_climbs_out_gets_no_file_outside(tmp_path: Path) -
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
     try:
         wait_serving(tmp_path / "state")
-        wait_until(lambda: (good / "monitord.done").exists() and (bad / "monitord.done").exists(), 120,
-                   "both workflows to finish")
+        wait_for(lambda: (good / "monitord.done").exists() and (bad / "monitord.done").exists(),
+                 "both workflows to finish", timeout=120)
     finally:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)

@@ -14,8 +14,8 @@ from typing import Any
 
 import yaml
 
-from ... import safenames
-from . import yamlguard
+from streamer.util import safenames
+from streamer.monitor.parsers import yamlguard
 
 log = logging.getLogger(__name__)
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
