@@ -53,6 +53,7 @@ from streamer.amqp.connection import _PERMANENT, AMQPTarget, BrokerUnavailable, 
 from streamer.core.options import OptionError, is_true
 from streamer.core.options import parse_size as _parse_size
 from streamer.events import Event, jsonenc
+from streamer.util import safenames
 from streamer.util.urls import EndpointURL
 from streamer.endpoints.amqp.channel import Item, RawChannel, is_ack
 from streamer.endpoints import options as option_specs
@@ -83,6 +84,10 @@ def parse_target(url: str, *, need_exchange: bool = True) -> AMQPTarget:
         return amqpconn.parse_target(url, need_exchange=need_exchange)
     except amqpconn.AMQPURLError as exc:
         raise EndpointError(str(exc)) from None
+
+
+def _joined(parts: list[list[Item]]) -> list[Item]:
+    return [item for part in parts for item in part]
 
 
 def routing_key(name: str, mode: str) -> str:
@@ -265,19 +270,24 @@ class AMQPEndpoint(Endpoint):
         mode = self.key_mode
         dumps = jsonenc.dumps
         if mode == "event":
-            return [(e.name, e.id, now, dumps(e)) for e in batch]
-        return [(routing_key(e.name, mode), e.id, now, dumps(e)) for e in batch]
+            out = [(e.name, e.id, now, dumps(e)) for e in batch]
+        else:
+            out = [(routing_key(e.name, mode), e.id, now, dumps(e)) for e in batch]
+        if any(len(item[0]) > 63 for item in out):  # (a name from the input: over 255 bytes it is no routing key)
+            for item in out:
+                safenames.amqp_short(item[0], "routing key")
+        return out
 
     async def write(self, batch: Sequence[Event]) -> None:
         """Publish `batch` until the broker confirmed all of it; past `give_up` seconds of outage,
         `Unavailable` with the events not confirmed as its `rest` (the spooling layer spools those)."""
         if not batch:
             return
-        items = self.items(batch)
+        items = self.encode_each(batch, self.items, _joined)  # an event that cannot be sent is skipped alone
         try:
             await self._publish_until_confirmed(items)
         except Unavailable as exc:
-            by_id = {item[1]: event for item, event in zip(items, batch)}
+            by_id = {event.id: event for event in batch}
             exc.rest = [by_id[item[1]] for item in exc.rest] if exc.rest is not None else None
             raise
 
