@@ -470,7 +470,7 @@ def default_spool_dir(target: AMQPTarget) -> Path:
         os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state"), "streamer")
     ident = f"{target.user}@{target.host}:{target.port}/{target.vhost}/{target.exchange}"
     digest = hashlib.sha256(ident.encode()).hexdigest()[:12]
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in target.exchange)[:40]
+    safe = safenames.portable(target.exchange)
     return Path(base) / "amqp-spool" / f"{safe}-{digest}"
 
 
