@@ -16,6 +16,7 @@ import yaml
 
 from streamer.util import safenames
 from streamer.monitor.parsers import yamlguard
+from streamer.util.limits import read_bounded
 
 log = logging.getLogger(__name__)
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -37,7 +38,7 @@ def load(directory: str | Path) -> dict[str, str]:
     directory = Path(directory)
     yml = directory / "braindump.yml"
     if yml.is_file():
-        text = yml.read_text(encoding="utf-8", errors="replace")
+        text = read_bounded(yml).decode("utf-8", errors="replace")
         try:
             return check_names(parse_yaml(text), text)
         except BraindumpError as exc:
@@ -45,7 +46,7 @@ def load(directory: str | Path) -> dict[str, str]:
     txt = directory / "braindump.txt"
     if txt.is_file():
         try:
-            return check_names(parse_text(txt.read_text(encoding="utf-8", errors="replace")))
+            return check_names(parse_text(read_bounded(txt).decode("utf-8", errors="replace")))
         except BraindumpError as exc:
             raise BraindumpError(f"{txt}: {str(exc).split(': ', 1)[1]}") from None
     raise BraindumpError(f"no braindump.yml or braindump.txt in {directory}")
@@ -70,7 +71,7 @@ def parse_yaml(text: str) -> dict[str, str]:
     try:
         yamlguard.check(text)
         data = yaml.load(text, Loader=_Loader)
-    except (yaml.YAMLError, yamlguard.TooDeep) as exc:
+    except (yaml.YAMLError, yamlguard.Refused) as exc:
         where = getattr(exc, "problem_mark", None)
         raise BraindumpError(f"{where.line + 1 if where else 1}: not readable YAML: {exc}") from None
     if not isinstance(data, dict):
