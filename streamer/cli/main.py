@@ -7,7 +7,7 @@ import logging
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from streamer import __version__
 from streamer.config.settings import ConfigError, EndpointSpec, Settings, from_properties, load_toml, normalise_url
@@ -68,6 +68,15 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         super().__init__(prog, max_help_position=34)
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's parser whose usage errors echo the arguments with passwords masked (`invalid choice:
+    'amqp://u:***@h/x'` for a URL given to the wrong option); the subcommands' parsers are of this class."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: error: {mask(message)}\n")
+
+
 class _Once(argparse.Action):
     """An option that may be given once: a second `--events` would silently replace the first."""
 
@@ -118,8 +127,7 @@ def _endpoint_options(parser: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     main_epilog = EPILOG + "\n" + option_help() + "\n"  # every URL option, from the endpoints' declarations
-    parser = argparse.ArgumentParser(prog="streamer", description=DESCRIPTION, epilog=main_epilog,
-                                     formatter_class=HelpFormatter)
+    parser = Parser(prog="streamer", description=DESCRIPTION, epilog=main_epilog, formatter_class=HelpFormatter)
     parser.add_argument("--version", action="version", version=f"streamer {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 

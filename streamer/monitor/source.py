@@ -342,15 +342,17 @@ def _locate(path: Path) -> tuple[str, str]:
     """(dagman.out, submit dir) from a submit directory or a dagman.out path."""
     if path.is_dir():
         directory = path.resolve()
+        why = "no braindump"
         try:
             dag = braindump.load(directory).get("dag")
-        except braindump.BraindumpError:
-            dag = None
+        except braindump.BraindumpError as exc:
+            dag, why = None, str(exc)
         if dag:
             return str(directory / f"{dag}.dagman.out"), str(directory)
         found = sorted(glob.glob(str(directory / "*.dagman.out")))
         if not found:
-            raise FileNotFoundError(f"{path}: no braindump and no *.dagman.out")
+            raise FileNotFoundError(f"{path}: no *.dagman.out, and {why}" if why != "no braindump" else
+                                    f"{path}: no braindump and no *.dagman.out")
         return found[0], str(directory)
     path = path.resolve()
     return str(path), str(path.parent)
