@@ -259,7 +259,6 @@ def collect_endpoints(args: argparse.Namespace, defaults: list[str] | None = Non
 async def cmd_load(args: argparse.Namespace) -> int:
     from .pipeline import print_summary, run_pipeline
     from .sources.provenance import open_source
-    from .sources.sniff import NotEventFile, check_event_file
 
     settings = collect_endpoints(args)
     if not settings.endpoints:
@@ -280,11 +279,7 @@ async def cmd_load(args: argparse.Namespace) -> int:
         if path.is_dir():
             raise ConfigError(f"{name}: is a directory, not an event file "
                               f"(for a submit dir use: streamer replay {name})")
-        _check_input(path, args.follow)
-        try:
-            check_event_file(path)
-        except NotEventFile as exc:
-            raise ConfigError(str(exc)) from None
+        _check_input(path, args.follow, command="load")
     inputs = _distinct_inputs(args.files)
     source = open_source(inputs, follow=args.follow, checkpoint=args.checkpoint or settings.checkpoint,
                          strict=args.strict, report=_report)
@@ -297,16 +292,23 @@ async def cmd_load(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
-def _check_input(path: Path, follow: bool) -> None:
-    """Usage error for an input that can never be read (a missing one only when not following)."""
+def _check_input(path: Path, follow: bool, *, command: str) -> None:
+    """Usage error for an input that can never be read (a missing one only when not following), or that is no
+    event file at all (a dagman.out, a Stampede DB: the message names what reads it)."""
     from .sources.follow import FollowError, check_readable
+    from .sources.sniff import NotEventFile, check_event_file
 
     try:
         check_readable(path)
     except FileNotFoundError as exc:
         if not follow:
             raise ConfigError(str(exc)) from None
+        return
     except FollowError as exc:
+        raise ConfigError(str(exc)) from None
+    try:
+        check_event_file(path, command)
+    except NotEventFile as exc:
         raise ConfigError(str(exc)) from None
 
 
@@ -379,7 +381,7 @@ async def cmd_tail(args: argparse.Namespace) -> int:
         from .sources.provenance import ProvenanceSource, end_position, open_source
 
         path = Path(args.source)
-        _check_input(path, not args.no_follow)
+        _check_input(path, not args.no_follow, command="tail")
         files = open_source([path], follow=not args.no_follow, report=_report)
         if not args.from_start and not args.no_follow:
             start = _tail_start(path)

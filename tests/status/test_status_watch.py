@@ -20,7 +20,7 @@ import pytest
 
 from streamer.status.progress import DagmanProgress
 from streamer.synth import generate, iter_dagman_chunks
-from tests.conftest import unavailable
+from tests.screen import Terminal, terminal  # noqa: F401 - the fixture
 
 DAG = "synth-0.dag"
 ROW = re.compile(r"^\s*" + re.escape(DAG) + r"\s+\S+\s+" + r"(\d+)\s+" * 7 + r"([\d.]+)\s+(Running|Success|Failure)",
@@ -41,54 +41,6 @@ def expected(log: Path) -> tuple:
     progress.poll()
     c = progress.counts
     return (c.unready, c.ready, c.pre, c.queued, c.post, c.succeeded, c.failed, c.percent_done, c.state)
-
-
-class Terminal:
-    """A tmux pane running bash, on a private tmux server."""
-
-    def __init__(self, tmp_path: Path, width: int = 150, height: int = 40) -> None:
-        tmux = shutil.which("tmux")
-        if tmux is None:
-            unavailable("tmux is not installed (scripts/test.sh installs it)")
-        self.base = [str(tmux), "-S", str(tmp_path / "tmux.sock"), "-f", "/dev/null"]
-        subprocess.run([*self.base, "new-session", "-d", "-s", "status", "-x", str(width), "-y", str(height),
-                        "-e", "LANG=C.UTF-8", "-e", "PS1=$ ", "bash --norc --noprofile"], check=True, timeout=30)
-
-    def tmux(self, *args: str) -> str:
-        return subprocess.run([*self.base, *args], capture_output=True, text=True, check=True, timeout=30).stdout
-
-    def type(self, line: str) -> None:
-        self.tmux("send-keys", "-t", "status", "-l", line)
-        self.tmux("send-keys", "-t", "status", "Enter")
-
-    def screen(self, joined: bool = False) -> str:
-        """The pane's text; `joined`: lines the terminal wrapped are joined back (tmux -J)."""
-        return self.tmux("capture-pane", "-p", *(["-J"] if joined else []), "-t", "status")
-
-    def flag(self, name: str) -> str:
-        return self.tmux("display-message", "-p", "-t", "status", f"#{{{name}}}").strip()
-
-    def wait_for(self, test: Callable[[str], bool], what: str, timeout: float = 60.0) -> str:
-        deadline = time.monotonic() + timeout
-        screen = ""
-        while time.monotonic() < deadline:
-            screen = self.screen()
-            if test(screen):
-                return screen
-            time.sleep(0.1)
-        raise AssertionError(f"the screen never showed {what}:\n{screen}")
-
-    def close(self) -> None:
-        subprocess.run([*self.base, "kill-server"], capture_output=True, timeout=30)
-
-
-@pytest.fixture
-def terminal(tmp_path: Path):
-    term = Terminal(tmp_path)
-    try:
-        yield term
-    finally:
-        term.close()
 
 
 def command(run_dir: Path, *extra: str) -> str:
