@@ -35,6 +35,8 @@ class RunResult:
     interrupted: int | None = None
     stats: list[tuple[str, Any]] = field(default_factory=list)
     """(endpoint name, `core.bus.RouteStats`) per endpoint."""
+    undelivered: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
+    """Per endpoint name: events it took that did not arrive (`Endpoint.undelivered`: unroutable, dead-lettered)."""
 
 
 class Progress:
@@ -181,7 +183,8 @@ async def run_pipeline(source: Source, specs: list[EndpointSpec], *, on_error: s
     if stopped and exit_code == 0 and not live:
         exit_code = 128 + stopped[0]
     return RunResult(exit_code, bus.published_events, time.monotonic() - started, bus.summary(),
-                     stopped[0] if stopped else None, bus.route_stats())
+                     stopped[0] if stopped else None, bus.route_stats(),
+                     {endpoint.name: endpoint.undelivered() for endpoint in sinks})
 
 
 async def start_metrics(address: str | None, bus: Bus, source: Source) -> Any:
@@ -201,7 +204,10 @@ def print_summary(result: RunResult, stream: SupportsWrite[str], *, bad_lines: i
     stream.write(f"streamer: {result.events:,} events read in {result.seconds:.2f} s ({rate:,.0f} events/s)\n")
     for name, delivered, failed in result.delivered:
         state = f"FAILED: {failed}" if failed else "ok"
-        stream.write(f"  {delivered:>10,} -> {name}  {state}\n")
+        lost = result.undelivered.get(name, [])
+        arrived = max(delivered - sum(count for count, _ in lost), 0)
+        state += "".join(f" · {count:,} {what}" for count, what in lost)
+        stream.write(f"  {arrived:>10,} -> {name}  {state}\n")
     if bad_lines:
         stream.write(f"streamer: {bad_lines:,} malformed line(s) skipped "
                      "(see messages above; --strict stops at the first)\n")
