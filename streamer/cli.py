@@ -427,7 +427,8 @@ async def cmd_monitor(args: argparse.Namespace, *, follow: bool) -> int:
         _report(note)
     if not args.dest and not args.config and not args.conf and not args.quiet:
         sys.stderr.write(f"streamer: no --dest: writing {mask(settings.endpoints[0].url)} and jobstate.log\n")
-    elif not args.quiet and not source.plain and not any(s.url == source.default_db_url() for s in settings.endpoints):
+    db_written = any(s.url == source.default_db_url() for s in settings.endpoints)
+    if (args.dest or args.config or args.conf) and not args.quiet and not source.plain and not db_written:
         sys.stderr.write(f"streamer: note: {source.default_db_url().rsplit('/', 1)[-1]} is not written (endpoints "
                          f"given), so pegasus-analyzer and pegasus-statistics cannot read this run; add "
                          f"--dest {source.default_db_url()} to keep monitord's database\n")
@@ -447,7 +448,7 @@ async def cmd_monitor(args: argparse.Namespace, *, follow: bool) -> int:
     if not args.quiet:
         print_summary(result, sys.stderr)
         if not source.plain:
-            print_end_summary(view, source.submit_dir, sys.stderr)
+            print_end_summary(view, source.submit_dir, sys.stderr, tools=db_written)
     return result.exit_code
 
 
