@@ -39,8 +39,28 @@ class RunResult:
     """Per endpoint name: events it took that did not arrive (`Endpoint.undelivered`: unroutable, dead-lettered)."""
 
 
+class _AboveTheLine:
+    """Stands for the progress line's stream while it is drawn: whatever else is written there (a warning, a
+    malformed line's report) first clears the line, so it starts on a line of its own; the next update draws
+    the line again below it."""
+
+    def __init__(self, progress: "Progress", stream: TextIO) -> None:
+        self._progress = progress
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._progress.clear()
+        return self._stream.write(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 class Progress:
-    """A one-line progress report on a terminal: events, the current events/s (last RATE_WINDOW s), percent."""
+    """A one-line progress report on a terminal: events, the current events/s (last RATE_WINDOW s), percent.
+
+    While it is enabled, messages written to its stream (sys.stderr and the log handlers writing there) go
+    above the line, never onto its end."""
 
     RATE_WINDOW = 5.0
 
@@ -54,6 +74,22 @@ class Progress:
         self._last = float("-inf")
         self._shown = False
         self._samples: deque[tuple[float, int]] = deque([(self.started, 0)])
+        self._redirected: list[tuple[logging.StreamHandler[Any], Any]] = []
+        self._stderr: Any = None
+        if enabled:
+            above = _AboveTheLine(self, stream)
+            for handler in logging.getLogger().handlers:
+                if isinstance(handler, logging.StreamHandler) and handler.stream is stream:
+                    self._redirected.append((handler, handler.setStream(above)))  # type: ignore[arg-type]
+            if sys.stderr is stream:
+                self._stderr, sys.stderr = sys.stderr, above  # type: ignore[assignment]
+
+    def clear(self) -> None:
+        """Take the line off the screen (it is drawn again at the next update)."""
+        if self._shown:
+            self.stream.write("\r\x1b[K")
+            self._shown = False
+            self._last = float("-inf")
 
     def rate(self, now: float, events: int) -> float:
         """Events per second over the last RATE_WINDOW seconds, not the run's average."""
@@ -78,6 +114,12 @@ class Progress:
         if self._shown:
             self.stream.write("\r" + " " * 60 + "\r")
             self.stream.flush()
+            self._shown = False
+        for handler, stream in self._redirected:
+            handler.setStream(stream)
+        self._redirected.clear()
+        if self._stderr is not None:
+            sys.stderr, self._stderr = self._stderr, None
 
 
 def build_endpoints(specs: list[EndpointSpec],
