@@ -32,8 +32,8 @@ def _name(row: Any) -> Text:
     return text
 
 
-def render(view: View, *, long: bool = False, now: float | None = None) -> Group:
-    """The whole live view as one rich renderable."""
+def render(view: View, *, long: bool = False, now: float | None = None, width: int | None = None) -> Group:
+    """The whole live view as one rich renderable, for a terminal `width` columns wide."""
     clock = time.strftime("%H:%M:%S", time.localtime(now))
     head = Text.assemble(("streamer status ", "bold"), view.source, f"   {clock}   ",
                          ("finished" if view.finished else "Ctrl-C to exit", "dim"))
@@ -61,11 +61,15 @@ def render(view: View, *, long: bool = False, now: float | None = None) -> Group
         for row in submit:
             parts.append(Text(f"{row.name}: {row.submit_host or '?'}:{row.submit_dir}", style="dim"))
     if view.held:
-        held = Table(title="Held jobs", title_justify="left", box=None, header_style="bold")
-        for name in ("WORKFLOW", "JOB", "HOLD REASON"):
-            held.add_column(name, no_wrap=True, overflow="ellipsis")
-        for job in view.held:
-            held.add_row(job.workflow, job.job, job.hold_reason or "-")
+        held = Table(title="Held jobs", title_justify="left", box=None, pad_edge=False, header_style="bold")
+        rows = [(job.workflow, job.job, job.hold_reason or "-") for job in view.held]
+        widths = [max(len(name), *(len(r[i]) for r in rows)) for i, name in enumerate(("WORKFLOW", "JOB"))]
+        for name, wide in zip(("WORKFLOW", "JOB"), widths):  # whole: the reason is cut to what is left, not they
+            held.add_column(name, no_wrap=True, min_width=wide)
+        held.add_column("HOLD REASON", no_wrap=True)
+        room = max((width or 10_000) - sum(widths) - 4, 12)  # 2 columns between cells
+        for workflow, job, reason in rows:
+            held.add_row(workflow, job, reason if len(reason) <= room else reason[:room - 1] + "…")
         parts += [Text(""), held]
     if view.failures:
         failures = Table(title="Last failures", title_justify="left", box=None, header_style="bold red")
@@ -113,10 +117,10 @@ class RichDisplay:
         self.live.__exit__(*exc)
 
     def show(self, view: View) -> None:
-        self.live.update(render(view, long=self.long), refresh=True)
+        self.live.update(render(view, long=self.long, width=self.console.width), refresh=True)
 
     def final(self, view: View) -> None:
-        self.console.print(render(view, long=self.long))
+        self.console.print(render(view, long=self.long, width=self.console.width))
 
 
 class PlainDisplay:

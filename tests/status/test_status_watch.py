@@ -153,3 +153,23 @@ def test_watch_follows_a_growing_event_file(tmp_path: Path) -> None:
     assert row == [str(theirs[k]) for k in ("unready", "ready", "pre", "queued", "post", "succeeded", "failed",
                                             "percent_done")]
     assert "Last failures:" in out and "findrange_ID0000001 (POST script) exit=1" in out
+
+
+def test_held_jobs_show_the_whole_job_name_and_cut_the_hold_reason(tmp_path: Path) -> None:
+    """Issue 26 item 18: the held-jobs table cut the job name and gave the hold reason the whole width."""
+    run_dir = generate(tmp_path / "wf", jobs=4, scenario="held", seed=0)
+    log = run_dir / f"{DAG}.dagman.out"
+    lines = log.read_text().splitlines(keepends=True)
+    held_at = next(i for i, line in enumerate(lines) if "Hold reason:" in line)
+    log.write_text("".join(lines[:held_at + 1]))  # DAGMan is still running: the job is held
+    term = Terminal(tmp_path, width=120)
+    try:
+        term.type(command(run_dir))
+        screen = term.wait_for(lambda s: "Held jobs" in s and shown(s) is not None, "the held job")
+    finally:
+        term.close()
+    rows = screen[screen.index("Held jobs"):].splitlines()[2:]
+    row = next(line for line in rows if "synth" in line)
+    assert re.search(r"^\s*synth\s+\w+_ID\d{7}\s+Transfer", row), screen  # the workflow and the whole job name
+    assert row.rstrip().endswith("…") and "Transfer output files failure" in row, screen  # the reason, cut
+    assert len(row.rstrip()) <= 120
