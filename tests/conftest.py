@@ -108,3 +108,15 @@ async def pg_db(postgres_dsn: str):
 
     async with fresh_database(postgres_dsn) as url:
         yield url
+
+
+@pytest.fixture
+def in_utc(monkeypatch: pytest.MonkeyPatch):
+    """Times on screen in UTC whatever the machine's zone (they are shown in the local zone, TZ)."""
+    import time
+
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()

@@ -119,10 +119,12 @@ class SubmitDirStatus(StatusSource):
         self.polls += 1
 
     def monitor(self, follow: bool) -> Any:
+        from ..monitor import zones
         from ..monitor.source import WorkflowSource
 
         scratch = Path(tempfile.mkdtemp(prefix="streamer-status-"))
-        return WorkflowSource(self.path, follow=follow, timezone=self.timezone, write_jobstate=False,
+        zone = self.timezone or zones.recorded_offset(self.path)  # as replay reads them: one time per event
+        return WorkflowSource(self.path, follow=follow, timezone=zone, write_jobstate=False,
                               state_path=scratch / "state.json", parser="thread"), scratch
 
     def rows(self) -> list[DagRow]:

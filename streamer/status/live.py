@@ -18,6 +18,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
+from ..localtime import shown
 from .counts import FAILURE, SUCCESS
 from .text import View, _duration, plain_report, status_line
 
@@ -34,7 +35,7 @@ def _name(row: Any) -> Text:
 
 def render(view: View, *, long: bool = False, now: float | None = None, width: int | None = None) -> Group:
     """The whole live view as one rich renderable, for a terminal `width` columns wide."""
-    clock = time.strftime("%H:%M:%S", time.localtime(now))
+    clock = shown(time.time() if now is None else now, date=False)
     head = Text.assemble(("streamer status ", "bold"), view.source, f"   {clock}   ",
                          ("finished" if view.finished else "Ctrl-C to exit", "dim"))
     table = Table(box=None, pad_edge=False, header_style="bold")
@@ -75,7 +76,7 @@ def render(view: View, *, long: bool = False, now: float | None = None, width: i
         failures = Table(title="Last failures", title_justify="left", box=None, header_style="bold red")
         rows = []
         for f in reversed(view.failures):
-            when = time.strftime("%H:%M:%S", time.gmtime(f.ts)) if isinstance(f.ts, (int, float)) else "-"
+            when = shown(f.ts, date=False) if isinstance(f.ts, (int, float)) else "-"
             step = f.job if f.step == "job" else f"{f.job} ({f.step})"
             rows.append((when, f.workflow, step, "-" if f.exitcode is None else str(f.exitcode), f.host or "-",
                          f.stderr or f.reason or ""))
