@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..localtime import now, shown
-from .counts import DagCounts, summary, totals
-from .tracker import LABELS, Failure, StatusTracker
+from streamer.util.localtime import now, shown
+from streamer.events.tally.counts import DagCounts, summary, totals
+from streamer.events.tally.tracker import LABELS, Failure, StatusTracker
 
 
 @dataclass

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from streamer.synth import generate, iter_dagman_chunks
-from tests.status.test_status_watch import Terminal, terminal  # noqa: F401 - the tmux fixture
+from tests.support.screen import Terminal, terminal  # noqa: F401 - the tmux fixture
 
 LINE = re.compile(r"^synth: (\d+)/(\d+) jobs · (\d+) running · (\d+) held · (\d+) failed · \d+:\d\d elapsed",
                   re.MULTILINE)
@@ -63,8 +63,8 @@ def test_follow_shows_the_progress_line_and_ends_with_the_summary(tmp_path: Path
 
 def test_quiet_replay_feeds_no_status_view(tmp_path: Path, monkeypatch) -> None:
     """-q shows no progress line and no summary: the status view is not fed (a few % of a replay's CPU)."""
-    from streamer.cli import main
-    from streamer.status.tracker import StatusTracker
+    from streamer.cli.main import main
+    from streamer.events.tally.tracker import StatusTracker
 
     fed: list[int] = []
     monkeypatch.setattr(StatusTracker, "feed", lambda self, events: fed.append(len(list(events))))

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from streamer.synth import generate
-from tests.screen import Terminal, terminal  # noqa: F401 - the fixture
+from tests.support.screen import Terminal, terminal  # noqa: F401 - the fixture
 
 
 def _replay(run: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -20,7 +20,7 @@ import pytest
 
 from streamer.status.progress import DagmanProgress
 from streamer.synth import generate, iter_dagman_chunks
-from tests.screen import Terminal, terminal  # noqa: F401 - the fixture
+from tests.support.screen import Terminal, terminal  # noqa: F401 - the fixture
 
 DAG = "synth-0.dag"
 ROW = re.compile(r"^\s*" + re.escape(DAG) + r"\s+\S+\s+" + r"(\d+)\s+" * 7 + r"([\d.]+)\s+(Running|Success|Failure)",
