@@ -79,9 +79,9 @@ class Progress:
             above = _AboveTheLine(self, stream)
             for handler in logging.getLogger().handlers:
                 if isinstance(handler, logging.StreamHandler) and handler.stream is stream:
-                    self._redirected.append((handler, handler.setStream(above)))  # type: ignore[arg-type]
+                    self._redirected.append((handler, handler.setStream(above)))
             if sys.stderr is stream:
-                self._stderr, sys.stderr = sys.stderr, above  # type: ignore[assignment]
+                self._stderr, sys.stderr = sys.stderr, above
 
     def clear(self) -> None:
         """Take the line off the screen (it is drawn again at the next update)."""

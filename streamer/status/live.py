@@ -63,13 +63,13 @@ def render(view: View, *, long: bool = False, now: float | None = None, width: i
             parts.append(Text(f"{row.name}: {row.submit_host or '?'}:{row.submit_dir}", style="dim"))
     if view.held:
         held = Table(title="Held jobs", title_justify="left", box=None, pad_edge=False, header_style="bold")
-        rows = [(job.workflow, job.job, job.hold_reason or "-") for job in view.held]
-        widths = [max(len(name), *(len(r[i]) for r in rows)) for i, name in enumerate(("WORKFLOW", "JOB"))]
+        held_rows = [(job.workflow, job.job, job.hold_reason or "-") for job in view.held]
+        widths = [max(len(name), *(len(r[i]) for r in held_rows)) for i, name in enumerate(("WORKFLOW", "JOB"))]
         for name, wide in zip(("WORKFLOW", "JOB"), widths):  # whole: the reason is cut to what is left, not they
             held.add_column(name, no_wrap=True, min_width=wide)
         held.add_column("HOLD REASON", no_wrap=True)
         room = max((width or 10_000) - sum(widths) - 4, 12)  # 2 columns between cells
-        for workflow, job, reason in rows:
+        for workflow, job, reason in held_rows:
             held.add_row(workflow, job, reason if len(reason) <= room else reason[:room - 1] + "…")
         parts += [Text(""), held]
     if view.failures:

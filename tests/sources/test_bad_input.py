@@ -206,7 +206,7 @@ def test_a_line_that_is_no_json_in_a_jsonl_file_gets_a_json_message(python: str,
     source, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     source.write_text("\n".join([jsonenc.dumps(events[0]).decode(), "this is not json", "[1, 2]", "x" * 200,
                                  jsonenc.dumps(events[1]).decode()]) + "\n")
-    run = streamer(python, "load", "in.jsonl", "--dest", f"file://{out}", cwd=tmp_path)
+    run = streamer("load", "in.jsonl", "--dest", f"file://{out}", cwd=tmp_path)
     assert run.returncode == 0
     assert run.stderr.splitlines()[:3] == [
         "streamer: in.jsonl:2: not a JSON object (a .jsonl file holds one JSON event per line): 'this is not json'",
