@@ -205,10 +205,15 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("monitord", add_help=False, help="run as pegasus-monitord (same options, properties, files)")
     commands.add_parser("install-monitord", add_help=False,
                         help="write a pegasus-monitord launcher into $PEGASUS_HOME/bin that starts streamer")
-    demo = commands.add_parser("demo", help="replay the bundled example workflow (no servers needed)",
+    demo = commands.add_parser("demo", help="replay the bundled example workflow, or grow one live (--live)",
                                epilog=epilog("demo"), formatter_class=HelpFormatter)
     demo.add_argument("--out", metavar="DIR", default="streamer-demo",
                       help="where to put the example workflow and its outputs (default: ./streamer-demo)")
+    demo.add_argument("--live", action="store_true",
+                      help="instead: write a workflow whose dagman.out grows for --duration seconds, and print "
+                           "the commands to try on it (follow, tail, status --watch, serve)")
+    demo.add_argument("--duration", type=float, default=60.0, metavar="SECONDS",
+                      help="--live: how long the workflow runs (default: 60)")
     _common(demo)
     return parser
 
@@ -470,6 +475,10 @@ def _workflow_zone(args: argparse.Namespace, path: Path) -> str | None:
 
 
 async def cmd_demo(args: argparse.Namespace) -> int:
+    if args.live:
+        from streamer.cli.demolive import run_live_demo
+
+        return await run_live_demo(Path(args.out), duration=args.duration, quiet=args.quiet)
     from streamer.cli.demo import run_demo
 
     return await run_demo(Path(args.out), quiet=args.quiet)
