@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 from streamer.sources.eventfile import decode_line
+from streamer.util.limits import open_regular
 
 SAMPLE = 5
 """Non-blank lines looked at: if none of them is an event, the file is refused."""
@@ -50,7 +51,7 @@ def check_event_file(path: Path, command: str = "load") -> None:
     """Raise NotEventFile when none of the first SAMPLE non-blank lines of `path` is an event; its hint names
     what reads the file instead, for `command` (load, tail)."""
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:
             head = handle.read(64 * 1024)
     except OSError:
         return  # the reader reports it
