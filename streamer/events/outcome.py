@@ -11,7 +11,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from streamer.events import Event
-from streamer.events.tally.tracker import stderr_excerpt
+from streamer.events.tally.excerpt import stderr_excerpt
 
 COMPACT_HIDDEN = frozenset((
     "work_dir", "stdin_file", "stdout.file", "stderr.file", "argv", "executable", "cwd", "submit_dir",

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from urllib.parse import quote
 
-from streamer.events.tally.tracker import stderr_excerpt
+from streamer.events.tally.excerpt import stderr_excerpt
 from streamer.synth import generate
 
 LITE_ERR = """\

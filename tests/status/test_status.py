@@ -23,7 +23,8 @@ import pytest
 from streamer.events import bp
 from streamer.events.tally.counts import DagCounts, document, percent
 from streamer.status.progress import DagmanProgress, SubmitDirProgress, find_dagmans
-from streamer.events.tally.tracker import STATUS_EVENTS, StatusTracker, exit_code, stderr_excerpt
+from streamer.events.tally.excerpt import stderr_excerpt
+from streamer.events.tally.tracker import STATUS_EVENTS, StatusTracker, exit_code
 from streamer.synth import generate, iter_dagman_chunks
 from tests.support import commands
 

@@ -260,9 +260,8 @@ class AMQPEndpoint(Endpoint):
 
     def undelivered(self) -> list[tuple[int, str]]:
         dropped = sum(self.unroutable.values()) if self.returned is None else 0  # else: dead letters
-        return super().undelivered() + ([(dropped, "unroutable (no queue bound: the broker dropped them)")]
-                                        if dropped else [])
-
+        mine = [(dropped, "unroutable (no queue bound: the broker dropped them)")] if dropped else []
+        return super().undelivered() + mine
     # ------------------------------------------------------------ writing
 
     def prepare(self, events: Sequence[Event]) -> None:
