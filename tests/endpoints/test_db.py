@@ -441,7 +441,7 @@ def _clean_sqlite(tmp_path: Path, golden: Path, copies: int) -> dbcompare.Snapsh
 def _run_and_kill(python: str, url: str, golden: Path, copies: int, size: int, kill_after: int,
                   checkpoint: Path | None) -> None:
     """Start the loader child, SIGKILL it once `kill_after` batches are acknowledged, then rerun it to the end."""
-    args = [python, str(TESTS / "dbload_child.py"), url, str(golden), str(copies), str(size)]
+    args = [python, str(TESTS / "support" / "dbload_child.py"), url, str(golden), str(copies), str(size)]
     if checkpoint:
         args.append(str(checkpoint))
     child = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)

@@ -23,7 +23,7 @@ from streamer.events import Event, FieldError, bp, jsonenc
 from streamer.events import event as event_module
 from streamer.monitor.parsers import braindump, dagman, jobstate, kickstart, staticbp, submitfile, yamlguard, yamlsub
 
-SHARED = Path(os.environ.get("STREAMER_SHARED", Path(__file__).resolve().parent.parent.parent / "shared"))
+SHARED = Path(os.environ.get("STREAMER_SHARED", Path(__file__).resolve().parents[3] / "shared"))
 
 
 @dataclass(frozen=True)
