@@ -199,6 +199,20 @@ def test_unwritable_destination_is_a_clear_error(python: str, good_lines: list[s
     assert f"{tmp_path}/dir.jsonl: is a directory" in run.stderr
 
 
+def test_a_line_that_is_no_json_in_a_jsonl_file_gets_a_json_message(python: str, good_lines: list[str],
+                                                                     tmp_path: Path) -> None:
+    """Issue 26 item 14: it got the BP parser's `expected key=value, found 'this'`."""
+    events = [bp.parse_line(line) for line in good_lines[:2]]
+    source, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    source.write_text("\n".join([jsonenc.dumps(events[0]).decode(), "this is not json", "[1, 2]", "x" * 200,
+                                 jsonenc.dumps(events[1]).decode()]) + "\n")
+    run = streamer("load", "in.jsonl", "--dest", f"file://{out}", cwd=tmp_path)
+    assert run.returncode == 0
+    assert run.stderr.splitlines()[:3] == [
+        "streamer: in.jsonl:2: not a JSON object (a .jsonl file holds one JSON event per line): 'this is not json'",
+        "streamer: in.jsonl:3: not a JSON object (a .jsonl file holds one JSON event per line): '[1, 2]'",
+        f"streamer: in.jsonl:4: not a JSON object (a .jsonl file holds one JSON event per line): '{'x' * 40}…'"]
+    assert output_events(out) == events
 def test_malformed_lines_are_counted_as_dropped_input(good_lines: list[str], tmp_path: Path) -> None:
     """Each batch says how many lines it left out: the bus sums them for the summary and
     `streamer_input_dropped_total{reason="bad_line"}` (issue 27)."""

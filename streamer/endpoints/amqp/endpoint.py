@@ -254,11 +254,15 @@ class AMQPEndpoint(Endpoint):
         if self.publisher is not None:
             await self.publisher.close()
             self.publisher = None
-        if self.unroutable:
+        if self.unroutable and self.returned is None:  # else the dead-letter layer reports each one
             total = sum(self.unroutable.values())
             log.warning("%s: %d events were unroutable (no queue bound): %s", self.name, total,
                         ", ".join(f"{k} x{n}" for k, n in self.unroutable.most_common(10)))
 
+    def undelivered(self) -> list[tuple[int, str]]:
+        dropped = sum(self.unroutable.values()) if self.returned is None else 0  # else: dead letters
+        mine = [(dropped, "unroutable (no queue bound: the broker dropped them)")] if dropped else []
+        return super().undelivered() + mine
     # ------------------------------------------------------------ writing
 
     def prepare(self, events: Sequence[Event]) -> None:
@@ -359,7 +363,7 @@ class AMQPEndpoint(Endpoint):
                 self.unroutable[key] += 1
                 if self.returned is not None:
                     self.returned.append((window[index][3], f"unroutable: no queue bound for routing key {key}"))
-        if new_keys:
+        if new_keys and self.returned is None:
             log.warning("%s: unroutable (no queue bound, dropped by the broker): %s; "
                         "further ones are counted and summarised at close", self.name, ", ".join(new_keys))
         self.published += len(futures) - len(bad)
