@@ -11,10 +11,14 @@ One batch = one transaction, planned by the shared loader. Writers share a
 database safely: each batch runs under the named lock `streamer.stampede`
 (GET_LOCK), takes its new ids from the tables' current maximum under that
 lock and commits before releasing it, so two streamers never hand out the
-same id. Every insert is idempotent on the table's natural key (`ON DUPLICATE
-KEY UPDATE` of nothing), so a batch re-sent after a crash or a lost
-connection changes nothing. A lost connection is retried with back-off for
-`retry_for` seconds (default 300), like the PostgreSQL endpoint.
+same id. The same workflow loaded by two writers at once is told by presence
+locks (`mysqlwriters.py`): the later one joins the load rather than deleting
+it, both re-read its ids; a row another writer inserted between two batches
+(a foreign key that fails, 1452) is read again and the batch retried. Every
+insert is idempotent on the table's natural key (`ON DUPLICATE KEY UPDATE` of
+nothing), so a batch re-sent after a crash or a lost connection changes nothing.
+A lost connection is retried with back-off for `retry_for` seconds (default
+300), like the PostgreSQL endpoint.
 """
 
 from __future__ import annotations
@@ -36,8 +40,9 @@ from .base import Endpoint, EndpointError
 from .dbcommon import WriteStats
 from .ids import ID_TABLES, IdPool, reserve_mysql
 from . import resilience
-from .resilience import CONNECTION, DEADLOCK, RetryPolicy, RetryStats, TransientError, retrying
+from .resilience import CONNECTION, DEADLOCK, STALE_IDS, RetryPolicy, RetryStats, TransientError, retrying
 from .loader import Loader
+from .mysqlwriters import WriterSlots
 from .plan import Plan, SQLDialect, doomed_sql, expunge_statements
 
 log = logging.getLogger("streamer.endpoints.db")
@@ -115,8 +120,9 @@ def _is_lost(exc: BaseException) -> bool:
     return False
 
 
-_TRANSIENT_CODES = {1213: DEADLOCK, 1205: resilience.LOCK_TIMEOUT}
-"""ER_LOCK_DEADLOCK (the server rolled the transaction back), ER_LOCK_WAIT_TIMEOUT."""
+_TRANSIENT_CODES = {1213: DEADLOCK, 1205: resilience.LOCK_TIMEOUT, 1452: STALE_IDS}
+"""ER_LOCK_DEADLOCK (the server rolled the transaction back), ER_LOCK_WAIT_TIMEOUT, ER_NO_REFERENCED_ROW_2
+(a row the batch points at by a cached id is not there: another writer replaced it; the ids are read again)."""
 
 
 def mysql_fault(exc: BaseException) -> str | None:
@@ -148,6 +154,7 @@ class MySQLEndpoint(Endpoint):
         self._conn: Any = None
         self._ids = IdPool()
         self._loader = Loader(MYSQL, self._ids, replay=self.flag("replay"))
+        self._writers = WriterSlots(self.target.database)
 
     @property
     def rejected(self) -> list[str]:
@@ -193,6 +200,7 @@ class MySQLEndpoint(Endpoint):
             conn.close()
             raise
         self._conn = conn
+        self._writers.reconnected()
 
     async def _drop(self) -> None:
         if self._conn is not None:
@@ -307,6 +315,13 @@ class MySQLEndpoint(Endpoint):
         await conn.begin()
         try:
             async with conn.cursor() as cur:
+                # other writers of the same workflows: re-read what they committed, never expunge their rows
+                uuids = loader.mentioned_uuids(events)
+                await self._writers.announce(cur, uuids)
+                shared = await self._writers.shared_with_others(cur, uuids)
+                if shared:
+                    loader.forget(shared)
+                    loader.joined.update(shared)
                 unknown = loader.unknown_uuids(events)
                 queries = loader.seed_sql(unknown) if unknown else []
                 while queries:
