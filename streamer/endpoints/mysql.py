@@ -36,6 +36,7 @@ from . import schema_version
 from . import stampede_schema as schema
 from . import stampede_schema_mysql as mysql_schema
 from . import options as option_specs
+from . import provenance_schema
 from .base import Endpoint, EndpointError
 from .dbcommon import WriteStats
 from .ids import ID_TABLES, IdPool, reserve_mysql
@@ -140,7 +141,7 @@ class MySQLEndpoint(Endpoint):
     declared_options = option_specs.MYSQL
 
     schemes = ("mysql", "mariadb", "mysql+pymysql", "mysql+mysqldb", "mariadb+pymysql", "mysql+asyncmy")
-    default_events = "stampede.*"
+    default_events = "stampede.*,chimbuko.*"
 
     def __init__(self, url: EndpointURL, options: dict[str, Any] | None = None) -> None:
         super().__init__(url, options)
@@ -155,6 +156,8 @@ class MySQLEndpoint(Endpoint):
         self._ids = IdPool()
         self._loader = Loader(MYSQL, self._ids, replay=self.flag("replay"))
         self._writers = WriterSlots(self.target.database)
+        self._records_ready = False
+        """The provenance tables exist (checked once, on the first provenance record)."""
 
     @property
     def rejected(self) -> list[str]:
@@ -258,8 +261,11 @@ class MySQLEndpoint(Endpoint):
 
     async def write(self, batch: Sequence[Event]) -> None:
         if batch:
-            events = list(batch)
-            await self._retrying(f"batch of {len(events)} events", self._write_once, events)
+            records, events = provenance_schema.split(batch)
+            if events:
+                await self._retrying(f"batch of {len(events)} events", self._write_once, events)
+            if records:  # Chimbuko provenance records: their own tables (provenance_schema.py)
+                await self._retrying(f"batch of {len(records)} provenance records", self._write_records, records)
 
     async def _retrying(self, what: str, fn: Any, *args: Any, deadline: float | None = None) -> Any:
         """`fn(*args)`, through `resilience.retrying`: a lost connection is dropped and retried (reconnecting)
@@ -304,45 +310,63 @@ class MySQLEndpoint(Endpoint):
             except Exception:  # noqa: BLE001
                 await self._drop()
 
+    async def _write_records(self, records: list[Event]) -> None:
+        rows = await self._locked(self._conn, self._records_transaction, records)
+        self.stats.events += len(records)
+        self.stats.rows += rows
+        self.stats.batches += 1
+
+    async def _records_transaction(self, conn: Any, records: list[Event]) -> int:
+        if not self._records_ready:  # CREATE TABLE commits by itself in MySQL: before the transaction
+            async with conn.cursor() as cur:
+                await provenance_schema.ensure_mysql(cur)
+            self._records_ready = True
+        rows: int = await _committed(conn, provenance_schema.write_mysql, records)
+        return rows
+
     async def _write_once(self, events: list[Event]) -> None:
-        plan = await self._locked(self._conn, self._transaction, events)
+        self._ids.clear()
+        try:
+            plan = await self._locked(self._conn, _committed, self._plan_and_apply, events)
+        finally:
+            self._ids.clear()
         self._loader.committed()
         self.stats.record(plan, self.name)
 
-    async def _transaction(self, conn: Any, events: list[Event]) -> Plan:
+    async def _plan_and_apply(self, cur: Any, events: list[Event]) -> Plan:
         loader = self._loader
-        self._ids.clear()
-        await conn.begin()
-        try:
-            async with conn.cursor() as cur:
-                # other writers of the same workflows: re-read what they committed, never expunge their rows
-                uuids = loader.mentioned_uuids(events)
-                await self._writers.announce(cur, uuids)
-                shared = await self._writers.shared_with_others(cur, uuids)
-                if shared:
-                    loader.forget(shared)
-                    loader.joined.update(shared)
-                unknown = loader.unknown_uuids(events)
-                queries = loader.seed_sql(unknown) if unknown else []
-                while queries:
-                    results = {}
-                    for name, sql, params in queries:
-                        await cur.execute(sql, params)
-                        results[name] = [tuple(r) for r in await cur.fetchall()]
-                    queries = loader.seed(unknown, results)
-                await reserve_mysql(cur, self._ids, loader.id_demand(events))
-                plan = loader.plan(events)
-                await _apply(cur, plan)
-            await conn.commit()
-        except BaseException:
-            try:
-                await conn.rollback()
-            except Exception:  # noqa: BLE001
-                pass
-            raise
-        finally:
-            self._ids.clear()
+        # other writers of the same workflows: re-read what they committed, never expunge their rows
+        uuids = loader.mentioned_uuids(events)
+        await self._writers.announce(cur, uuids)
+        loader.share(await self._writers.shared_with_others(cur, uuids))
+        unknown = loader.unknown_uuids(events)
+        queries = loader.seed_sql(unknown) if unknown else []
+        while queries:
+            results = {}
+            for name, sql, params in queries:
+                await cur.execute(sql, params)
+                results[name] = [tuple(r) for r in await cur.fetchall()]
+            queries = loader.seed(unknown, results)
+        await reserve_mysql(cur, self._ids, loader.id_demand(events))
+        plan = loader.plan(events)
+        await _apply(cur, plan)
         return plan
+
+
+async def _committed(conn: Any, fn: Any, *args: Any) -> Any:
+    """`fn(cursor, *args)` in one transaction: committed, or rolled back when it raises."""
+    await conn.begin()
+    try:
+        async with conn.cursor() as cur:
+            result = await fn(cur, *args)
+        await conn.commit()
+    except BaseException:
+        try:
+            await conn.rollback()
+        except Exception:  # noqa: BLE001 - a lost connection has nothing to roll back
+            pass
+        raise
+    return result
 
 
 async def _existing_tables(conn: Any) -> dict[str, list[str]]:
