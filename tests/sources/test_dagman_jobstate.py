@@ -126,10 +126,10 @@ def test_pre_script_states_equal_the_dagman_out_s(tmp_path: Path, python: str) -
     run = subprocess.run([python, "-m", "streamer", "replay", str(dagman_out), "--timezone", "UTC", "-q",
                           "--dest", str(out)], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
-    from streamer.events import jsonenc
-
-    from_out = [jsonenc.parse_line(line) for line in out.read_text().splitlines()]
-    assert _pre_states(from_log, "A") == _pre_states(from_out, "A") == [
+    from_out = [(e["event"].removeprefix("stampede.job_inst."), e["js_id"], e["ts"]) for e in
+                (json.loads(line) for line in out.read_text().splitlines())
+                if e["event"].startswith("stampede.job_inst.pre.") and e["job_id"] == "A"]
+    assert _pre_states(from_log, "A") == from_out == [
         ("pre.start", 1, 1700000002), ("pre.term", 2, 1700000003), ("pre.end", 3, 1700000003)]
     db = tmp_path / "log.db"
     run = subprocess.run([python, "-m", "streamer", "replay", str(log), "-q", "--dest", f"sqlite:///{db}"],
