@@ -29,8 +29,9 @@ from typing import Any
 from . import schema
 from .event import Event, FieldError
 
-Rules = tuple[tuple[tuple[str, ...], ...], tuple[tuple[str, int, int], ...], tuple[tuple[str, tuple[str, ...]], ...]]
-"""(mandatory fields, each with the names that satisfy it), (field, low, high), (field, allowed values)."""
+Rules = tuple[frozenset[str], tuple[tuple[str, ...], ...], tuple[tuple[str, int, int], ...],
+              tuple[tuple[str, tuple[str, ...]], ...]]
+"""(mandatory fields, the same each with the names that satisfy it), (field, low, high), (field, allowed values)."""
 
 _rules: dict[str, Rules | None] = {}
 
@@ -45,7 +46,7 @@ def _compile(name: str) -> Rules | None:
                      for field, (_, mandatory) in table.items() if mandatory and field not in tolerated)
     ranges = tuple((field, low, high) for (event, field), (low, high) in schema.INT_RANGES.items() if event == short)
     enums = tuple((field, values) for field, values in schema.ENUMS.items() if field in table and field != "level")
-    return required, ranges, enums
+    return frozenset(names[0] for names in required), required, ranges, enums
 
 
 def check(event: Event) -> None:
@@ -57,11 +58,12 @@ def check(event: Event) -> None:
         rules = _rules[name] = _compile(name)
     if rules is None:
         return
-    required, ranges, enums = rules
+    mandatory, required, ranges, enums = rules
     fields = event.fields
-    for names in required:
-        if names[0] not in fields and not any(alt in fields for alt in names[1:]):
-            raise FieldError(f"{name}: mandatory field {names[0]} missing")
+    if not fields.keys() >= mandatory:  # the usual case costs one set comparison
+        for names in required:
+            if names[0] not in fields and not any(alt in fields for alt in names[1:]):
+                raise FieldError(f"{name}: mandatory field {names[0]} missing")
     for field, low, high in ranges:
         value: Any = fields.get(field)
         if value is not None and not low <= value <= high:
