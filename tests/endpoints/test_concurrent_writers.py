@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from streamer.endpoints import create_endpoint
-from tests import dbcompare
-from tests.dbstream import batches, golden_events, synthetic
+from tests.support import dbcompare
+from tests.support.dbstream import batches, golden_events, synthetic
 from tests.endpoints.test_db import assert_same, golden_snapshot, load
 from tests.endpoints.test_mysql import _query as mysql_query, mysql_db, mysql_snapshot  # noqa: F401 (a fixture)
-from tests.pghelp import pg_snapshot
+from tests.support.pghelp import pg_snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 

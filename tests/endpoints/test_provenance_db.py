@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 
-from streamer.endpoints import create_endpoint, provenance_schema
+from streamer.endpoints import create_endpoint
+from streamer.endpoints.db.schema import provenance as provenance_schema
 from streamer.events import Event, bp, chimbuko
 from streamer.synth.provenance import generate
 
-asyncpg = pytest.importorskip("asyncpg")
+import asyncpg
 
 COLLECTIONS = generate(ranks=4, steps=5, per_step=6, seed=5, algorithm="sstd")
 assert len(COLLECTIONS["normalexecs"]) >= provenance_schema.COPY_THRESHOLD  # the COPY path is taken
@@ -46,8 +47,8 @@ async def load(url: str, events: list[Event], size: int = 40) -> Any:
 
 
 def test_default_filters_take_provenance_records() -> None:
-    from streamer.endpoints.postgres import PostgresEndpoint
-    from streamer.endpoints.sqlite import SQLiteEndpoint
+    from streamer.endpoints.db.postgres import PostgresEndpoint
+    from streamer.endpoints.db.sqlite import SQLiteEndpoint
 
     assert PostgresEndpoint.default_events == SQLiteEndpoint.default_events == "stampede.*,chimbuko.*"
 
@@ -181,7 +182,7 @@ async def mysql_rows(url: str) -> dict[str, dict[str, dict[str, Any]]]:
 @pytest.mark.mysql
 @pytest.mark.parametrize("size", [40, 5000])
 async def test_mysql_rows_equal_the_records_beside_the_stampede_schema(mysql_url: str, size: int) -> None:
-    from streamer.endpoints.mysql import MySQLEndpoint
+    from streamer.endpoints.db.mysql import MySQLEndpoint
     from tests.endpoints.test_mysql import _query
 
     assert MySQLEndpoint.default_events == "stampede.*,chimbuko.*"  # routed there by default, as to the others
