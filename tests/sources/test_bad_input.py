@@ -215,7 +215,7 @@ AGAINST_THE_SCHEMA = [
 
 
 @pytest.mark.parametrize("form", ["bp", "jsonl"])
-def test_events_against_the_schema_are_refused_with_file_and_line(python: str, tmp_path: Path, form: str) -> None:
+def test_events_against_the_schema_are_refused_with_file_and_line(tmp_path: Path, form: str) -> None:
     good = [f"ts=2023-03-04T06:23:3{i}.000000Z event=stampede.xwf.start xwf.id={WF} restart_count={i}"
             for i in range(3)] + [JOB_INFO, JOB_INFO.replace("xwf.id=" + WF, "xwf.id=not-a-uuid")]
     lines = [good[0], *(bad for bad, _ in AGAINST_THE_SCHEMA), *good[1:]]
@@ -225,13 +225,13 @@ def test_events_against_the_schema_are_refused_with_file_and_line(python: str, t
         text = lines
     source, out = tmp_path / f"in.{form}", tmp_path / "out.jsonl"
     source.write_text("\n".join(text) + "\n")
-    run = streamer(python, "load", source.name, "--dest", f"file://{out}", cwd=tmp_path)
+    run = streamer("load", source.name, "--dest", f"file://{out}", cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     for number, (_, reason) in enumerate(AGAINST_THE_SCHEMA, 2):
         assert f"streamer: {source.name}:{number}: {reason}" in run.stderr
     assert f"{len(AGAINST_THE_SCHEMA)} malformed line(s) skipped" in run.stderr
     assert output_events(out) == [bp.parse_line(line) for line in good]  # a non-UUID workflow id is kept
-    strict = streamer(python, "load", source.name, "--dest", f"file://{tmp_path}/strict.jsonl", "--strict",
+    strict = streamer("load", source.name, "--dest", f"file://{tmp_path}/strict.jsonl", "--strict",
                       cwd=tmp_path)
     assert strict.returncode == 1
     assert f"{source.name}:2: {AGAINST_THE_SCHEMA[0][1]}" in strict.stderr
@@ -247,7 +247,7 @@ def test_a_message_against_the_schema_is_not_an_event() -> None:
     assert decode_message(jsonenc.dumps(bp.parse_line(JOB_INFO))).fields["clustered"] == 0
 
 
-def test_streamer_s_own_output_reads_back_without_refusal(python: str, tmp_path: Path) -> None:
+def test_streamer_s_own_output_reads_back_without_refusal(tmp_path: Path) -> None:
     """What the monitor emits where a fact is absent (a plain DAG: no Pegasus submit files, no planner; a job
     never given a condor id) is monitord's tolerance too: the engine's output loads again with nothing refused."""
     from streamer.synth import generate
@@ -257,10 +257,10 @@ def test_streamer_s_own_output_reads_back_without_refusal(python: str, tmp_path:
               generate(tmp_path / "wf", jobs=6, scenario="submit_failure,pre_failure,clustered,hierarchical", seed=7)]
     for i, path in enumerate(inputs):
         out = tmp_path / f"events{i}.jsonl"
-        run = streamer(python, "replay", str(path), "--timezone", "UTC", "-q", "--no-jobstate", "--dest", str(out),
+        run = streamer("replay", str(path), "--timezone", "UTC", "-q", "--no-jobstate", "--dest", str(out),
                        timeout=120)
         assert run.returncode == 0, run.stderr
-        again = streamer(python, "load", str(out), "--dest", f"file://{tmp_path}/again{i}.jsonl")
+        again = streamer("load", str(out), "--dest", f"file://{tmp_path}/again{i}.jsonl")
         assert again.returncode == 0, again.stderr
         assert "malformed" not in again.stderr, again.stderr
         assert output_events(tmp_path / f"again{i}.jsonl") == output_events(out)
