@@ -184,7 +184,7 @@ class WorkflowSource(Source):
                     break
                 else:
                     step = await self.runner.step(final)
-                if step.events or step.warnings:
+                if step.events or step.warnings or step.dropped:
                     # caught up with a live log: wait for it to grow (serve is woken by inotify) rather than
                     # step again at once
                     caught_up = self.follow and self.wait_at_eof and step.at_eof and step.position is not None
@@ -255,7 +255,8 @@ def _fsync(path: Path) -> None:
 
 
 def _batch(step: Step) -> Batch:
-    return Batch(step.events, step.position, done=step.done, total=step.total, warnings=step.warnings)
+    return Batch(step.events, step.position, done=step.done, total=step.total, warnings=step.warnings,
+                 dropped=step.dropped)
 
 
 def _slices(batch: Batch) -> list[Batch]:
@@ -267,7 +268,7 @@ def _slices(batch: Batch) -> list[Batch]:
              for i in range(0, len(events) - MAX_BATCH, MAX_BATCH)]
     rest = len(parts) * MAX_BATCH
     parts.append(Batch(events[rest:], batch.position, done=batch.done, total=batch.total,
-                       warnings=batch.warnings))
+                       warnings=batch.warnings, dropped=batch.dropped))
     return parts
 
 

@@ -19,6 +19,7 @@ from streamer.util.runtime import log_to, run
 from streamer.util.urls import mask
 from streamer.monitord import files, options, properties, stats
 from streamer.util.exitcodes import Exit
+from streamer.util.limits import open_regular
 
 if TYPE_CHECKING:
     from streamer.endpoints.base import Endpoint
@@ -221,7 +222,7 @@ class Watch:
 
     def _scan(self) -> int:
         try:
-            with open(self.dagman_out, "rb") as handle:
+            with open_regular(self.dagman_out) as handle:  # a FIFO or /dev/zero is no log: refused
                 handle.seek(self._offset)
                 data = handle.read()
         except OSError:

@@ -104,9 +104,9 @@ class CheckpointStore:
         except FileNotFoundError:
             return None
         except (OSError, ValueError) as exc:
-            raise ValueError(f"{self.path}: unreadable checkpoint: {exc}") from None
+            raise InputError(f"{self.path}: unreadable checkpoint: {exc}") from None
         if not isinstance(data, dict) or data.get("version") != CHECKPOINT_VERSION:
-            raise ValueError(f"{self.path}: not a streamer checkpoint (version {CHECKPOINT_VERSION})")
+            raise InputError(f"{self.path}: not a streamer checkpoint (version {CHECKPOINT_VERSION})")
         return data
 
     def save(self, files: dict[str, FilePosition], endpoints: dict[str, Any] | None = None) -> None:
@@ -207,6 +207,7 @@ class EventFileSource(Source):
                                 poll_interval=self.poll_interval)
         self._followers.append(follower)
         async for chunk in follower.chunks():
+            bad = self.stats.bad
             try:
                 events = self._decode_chunk(path, chunk)
             except InputError as stop:  # deliver the lines before the bad one, then stop
@@ -218,8 +219,9 @@ class EventFileSource(Source):
                 yield Batch(stop.events, dict(self._reading), done=end, total=self._total_bytes or None)
                 raise
             self._reading[key] = chunk.position.as_dict()
+            skipped = self.stats.bad - bad  # malformed lines: said by line, counted in the metrics too
             yield Batch(events, dict(self._reading), done=chunk.position.offset,
-                        total=self._total_bytes or None)
+                        total=self._total_bytes or None, dropped={"bad_line": skipped} if skipped else {})
 
     async def batches(self) -> AsyncIterator[Batch]:
         if not self.follow or len(self.paths) == 1:

@@ -17,6 +17,7 @@ never blocked by I/O and parsing work per chunk stays small.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from typing import AsyncIterator
 
 import aiofiles
 
-from streamer.util.limits import MAX_LINE
+from streamer.util.limits import MAX_LINE, NotRegularFile, check_regular
 
 log = logging.getLogger("streamer.follow")
 
@@ -42,29 +43,23 @@ def check_readable(path: str | os.PathLike[str]) -> os.stat_result:
     Raises FileNotFoundError when nothing is there (a follower waits for it)
     and FollowError, in words, for what can never be read as an event file: a
     symbolic link loop or a dangling link, a directory, a FIFO, socket or
-    device (opening a FIFO with no writer would block for ever).
+    device (opening a FIFO with no writer would block for ever). The check is
+    `limits.check_regular`'s, the one every reader of workflow files makes.
     """
-    import errno
-    import stat
-
     try:
-        st = os.stat(path)
+        return check_regular(path)
     except FileNotFoundError:
         if os.path.islink(path):  # a follower waits for its target like for a missing file
             raise FileNotFoundError(f"{path}: dangling symbolic link (to {os.readlink(path)})") from None
         raise FileNotFoundError(f"{path}: no such file") from None
+    except NotRegularFile as exc:
+        if os.path.isdir(path):
+            raise FollowError(f"{path}: is a directory, not an event file") from None
+        advice = ("" if exc.errno == errno.ELOOP else ": streamer reads event files it can seek and checkpoint "
+                  "(write the events to a file and load or follow that)")
+        raise FollowError(f"{exc}{advice}") from None
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise FollowError(f"{path}: symbolic link loop (too many levels of symbolic links)") from None
         raise FollowError(f"{path}: {exc.strerror or exc}") from None
-    if stat.S_ISDIR(st.st_mode):
-        raise FollowError(f"{path}: is a directory, not an event file")
-    if not stat.S_ISREG(st.st_mode):
-        kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode)
-                else "a device")
-        raise FollowError(f"{path}: is {kind}, not a regular file: streamer reads event files it can seek "
-                          "and checkpoint (write the events to a file and load or follow that)")
-    return st
 
 
 @dataclass

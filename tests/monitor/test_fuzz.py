@@ -26,6 +26,8 @@ HOSTILE = [
     b"- invocation: ", b'"ts": 1e300', b'"event_id": "x"', b"INTERNAL *** DAGMAN_STARTED",
     b"\xd8\x00", b"\t", b"{", b"}", "\u00b2".encode(), "\u0661\u0662".encode(), "\u00bd".encode(),
     "\uff11".encode(),  # digits Python's isdigit() takes and int() may not
+    b"&a [x, x, x]\n", b"*a", b"[*a, *a, *a, *a]", b"!!python/object/apply:os.system ['true']",
+    b"!!python/name:os.system", b"<<: *a",  # anchors, aliases and tags a kickstart record never holds
 ]
 
 EXAMPLES = int(os.environ.get("STREAMER_FUZZ_EXAMPLES", "150"))
@@ -72,7 +74,16 @@ def test_target_survives_hostile_input(name: str) -> None:
     check()
 
 
+ALIAS_BOMB = b"- invocation:\n    hostname: &a [x, x, x, x, x, x, x, x, x]\n" + b"".join(
+    b"    l%d: &%c [%s]\n" % (i, 98 + i, b", ".join([b"*%c" % (97 + i)] * 9)) for i in range(8))
+
 FOUND = [  # what the fuzzers found, fixed and kept here so it stays fixed
+    ("kickstart", ALIAS_BOMB),  # 9**9 nodes in ten lines: refused before anything walks it (issue 27)
+    ("braindump", b"wf_uuid: &a [x, x]\ndag: [*a, *a]\n"),
+    ("kickstart", b"- invocation: !!python/object/apply:os.system ['true']\n"),
+    ("yaml_subset", ALIAS_BOMB),
+    ("input_file", b"\x01"),  # a FIFO with no writer
+    ("input_file", b"\x03"),  # /dev/zero
     ("jobstate_line", "\u00b2 JOB SUBMIT".encode()),  # a non-ASCII digit isdigit() takes and int() does not
     ("jobstate_line", b"1" * 5_000 + b" INTERNAL *** MONITORD_STARTED ***"),  # beyond int()'s 4,300 digits
     ("bp_split", b'v="\\\x00="'),  # an escaped NUL the compiled split took and Python refuses

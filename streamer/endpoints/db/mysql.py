@@ -42,7 +42,7 @@ from streamer.endpoints.db.common import WriteStats
 from streamer.endpoints.db.ids import ID_TABLES, IdPool, reserve_mysql
 from streamer.endpoints.layers import resilience
 from streamer.endpoints.layers.resilience import (CONNECTION, DEADLOCK, STALE_IDS, RetryPolicy, RetryStats,
-                                                  TransientError, retrying)
+                                                  TransientError, first_connection, retrying)
 from streamer.endpoints.db.loader import Loader
 from streamer.endpoints.db.mysqlwriters import WriterSlots
 from streamer.endpoints.db.plan import Plan, SQLDialect, doomed_sql, expunge_statements
@@ -167,7 +167,8 @@ class MySQLEndpoint(Endpoint):
     # -- lifecycle ----------------------------------------------------------
 
     async def open(self) -> None:
-        await self._retrying("connect", self._connect, deadline=min(self.retry_for, 30.0))
+        await self._retrying("connect", self._connect,
+                             first=first_connection(self.retry_for, float(self.option("connect_for", 30))))
 
     async def _raw_connect(self, database: str | None) -> Any:
         t = self.target
@@ -265,11 +266,13 @@ class MySQLEndpoint(Endpoint):
             if records:  # Chimbuko provenance records: their own tables (schema/provenance.py)
                 await self._retrying(f"batch of {len(records)} provenance records", self._write_records, records)
 
-    async def _retrying(self, what: str, fn: Any, *args: Any, deadline: float | None = None) -> Any:
+    async def _retrying(self, what: str, fn: Any, *args: Any, first: RetryPolicy | None = None) -> Any:
         """`fn(*args)`, through `resilience.retrying`: a lost connection is dropped and retried (reconnecting)
-        for `retry_for` seconds (or `deadline`); any other error fails the batch at once."""
-        policy = RetryPolicy(retry_for=self.retry_for if deadline is None else deadline,
-                             first_delay=0.1, max_delay=5.0, quiet_for=0.0)
+        for `retry_for` seconds (the first connection: `first`, `connect_for`); any other error fails the batch
+        at once."""
+        limit = first or RetryPolicy(retry_for=self.retry_for)
+        policy = RetryPolicy(retry_for=limit.retry_for, setting=limit.setting, first_delay=0.1, max_delay=5.0,
+                             quiet_for=0.0)
 
         async def attempt() -> Any:
             try:

@@ -306,5 +306,5 @@ _HANDLERS: dict[str, Callable[..., Any]] = {
 }
 
 
-def _log_warning(text: str) -> None:
+def _log_warning(text: str, reason: str | None = None) -> None:
     log.warning("%s", text)

@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from streamer.monitor.parsers import yamlguard
+from streamer.util.limits import read_bounded
 
 log = logging.getLogger(__name__)
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -35,12 +36,12 @@ def load(directory: str | Path) -> dict[str, str]:
     yml = directory / "braindump.yml"
     if yml.is_file():
         try:
-            return parse_yaml(yml.read_text(encoding="utf-8", errors="replace"))
+            return parse_yaml(read_bounded(yml).decode("utf-8", errors="replace"))
         except BraindumpError as exc:
             raise BraindumpError(f"{yml}:{exc}") from None
     txt = directory / "braindump.txt"
     if txt.is_file():
-        return parse_text(txt.read_text(encoding="utf-8", errors="replace"))
+        return parse_text(read_bounded(txt).decode("utf-8", errors="replace"))
     raise BraindumpError(f"no braindump.yml or braindump.txt in {directory}")
 
 
@@ -49,7 +50,7 @@ def parse_yaml(text: str) -> dict[str, str]:
     try:
         yamlguard.check(text)
         data = yaml.load(text, Loader=_Loader)
-    except (yaml.YAMLError, yamlguard.TooDeep) as exc:
+    except (yaml.YAMLError, yamlguard.Refused) as exc:
         where = getattr(exc, "problem_mark", None)
         raise BraindumpError(f"{where.line + 1 if where else 1}: not readable YAML: {exc}") from None
     if not isinstance(data, dict):
