@@ -165,6 +165,13 @@ class EventFileSource(Source):
         if self.store is not None and endpoints and not self.store.exists():
             await asyncio.to_thread(self.store.save, {}, endpoints)
 
+    def _resuming(self, path: Path) -> Callable[[FilePosition], None] | None:
+        """Says where `path` is read on from its checkpoint, as every resume is said."""
+        store = self.store
+        if store is None:
+            return None
+        return lambda start: self.report(f"resuming {path} from line {start.line} (checkpoint {store.path})")
+
     def _decode_chunk(self, path: Path, chunk: Chunk) -> list[Event]:
         events: list[Event] = []
         for line_no, reason in chunk.problems:
@@ -204,7 +211,7 @@ class EventFileSource(Source):
     async def _file_batches(self, path: Path) -> AsyncIterator[Batch]:
         key = self.key(path)
         follower = FileFollower(path, follow=self.follow, start=self.positions.get(key),
-                                poll_interval=self.poll_interval)
+                                poll_interval=self.poll_interval, on_resume=self._resuming(path))
         self._followers.append(follower)
         async for chunk in follower.chunks():
             bad = self.stats.bad

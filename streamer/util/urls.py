@@ -10,7 +10,9 @@ from typing import Any
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
 
 
-_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.\-]*://)(?P<user>[^:/@\s]*):(?P<pw>[^@/\s]*)@")
+_USER = re.compile(r"[^:/?#\s]*")
+"""A URL's user name: what follows `//` up to `:` (one character class, so matching it is linear)."""
+_SCHEME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-")
 
 
 class URLError(ValueError):
@@ -18,8 +20,40 @@ class URLError(ValueError):
 
 
 def mask(text: str) -> str:
-    """Replace every password in URLs inside `text` with `***` (safe to log)."""
-    return _USERINFO.sub(lambda m: f"{m['scheme']}{m['user']}:***@", text)
+    """Replace every password in URLs inside `text` with `***` (safe to log), in time linear in `text`.
+
+    By the URL's structure, not by what a password may hold: after `scheme://user:` the password runs to
+    the *last* `@` before the end of the line or the next URL, so a password with `@`, `/`, `:`, `%`, a
+    space, `#`, `?` or any other character is hidden whole (`postgresql://u:Ab@Secret9@host/db` ->
+    `postgresql://u:***@host/db`). When a line holds another `@` after the URL, more than the password is
+    hidden: in doubt, mask more. Each character is looked at a bounded number of times (no backtracking).
+    """
+    if "://" not in text:
+        return text
+    out: list[str] = []
+    done = 0
+    start = text.find("://")
+    while start != -1:
+        following = text.find("://", start + 3)
+        if start == 0 or text[start - 1] not in _SCHEME_CHARS:
+            start = following
+            continue
+        user = _USER.match(text, start + 3)
+        colon = user.end() if user else start + 3
+        if colon >= len(text) or text[colon] != ":":
+            start = following
+            continue
+        end = len(text) if following == -1 else following
+        for newline in ("\n", "\r"):
+            found = text.find(newline, colon, end)
+            end = found if found != -1 else end
+        at = text.rfind("@", colon, end)
+        if at != -1:
+            out += [text[done:colon + 1], "***"]
+            done = at
+        start = following
+    out.append(text[done:])
+    return "".join(out)
 
 
 @dataclass

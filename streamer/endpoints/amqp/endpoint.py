@@ -53,6 +53,7 @@ from streamer.amqp.connection import _PERMANENT, AMQPTarget, BrokerUnavailable, 
 from streamer.core.options import OptionError, is_true
 from streamer.core.options import parse_size as _parse_size
 from streamer.events import Event, jsonenc
+from streamer.util import safenames
 from streamer.util.urls import EndpointURL
 from streamer.endpoints.amqp.channel import Item, RawChannel, is_ack
 from streamer.endpoints import options as option_specs
@@ -267,20 +268,21 @@ class AMQPEndpoint(Endpoint):
         now = int(time.time())
         mode = self.key_mode
         dumps = jsonenc.dumps
-        if mode == "event":
-            return [(e.name, e.id, now, dumps(e)) for e in batch]
-        return [(routing_key(e.name, mode), e.id, now, dumps(e)) for e in batch]
+        out = [(e.name if mode == "event" else routing_key(e.name, mode), e.id, now, dumps(e)) for e in batch]
+        for item in (out if any(len(item[0]) > 63 for item in out) else ()):  # a name from the input: over
+            safenames.amqp_short(item[0], "routing key")  # 255 bytes it is no routing key (ValueError: skipped)
+        return out
 
     async def write(self, batch: Sequence[Event]) -> None:
         """Publish `batch` until the broker confirmed all of it; past `give_up` seconds of outage,
         `Unavailable` with the events not confirmed as its `rest` (the spooling layer spools those)."""
         if not batch:
             return
-        items = self.items(batch)
+        items = self.encode_each(batch, self.items, lambda parts: [i for part in parts for i in part])  # one skipped
         try:
             await self._publish_until_confirmed(items)
         except Unavailable as exc:
-            by_id = {item[1]: event for item, event in zip(items, batch)}
+            by_id = {event.id: event for event in batch}
             exc.rest = [by_id[item[1]] for item in exc.rest] if exc.rest is not None else None
             raise
 
@@ -470,7 +472,7 @@ def _digest(text: str) -> str:
 def _exchange_prefix(target: AMQPTarget) -> str:
     """The part of a spool directory's name shared by every broker address of one exchange (user, vhost,
     exchange): `<exchange>-<digest>`; the exchange name made safe (it comes from the user's URL)."""
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in target.exchange)[:40]
+    safe = safenames.portable(target.exchange)
     return f"{safe}-{_digest(f'{target.user}@/{target.vhost}/{target.exchange}')}"
 
 

@@ -31,6 +31,7 @@ from typing import Any, Sequence
 from urllib.parse import unquote, urlsplit
 
 from streamer.events import Event
+from streamer.util import safenames
 from streamer.util.urls import EndpointURL, mask
 from streamer.endpoints.db.schema import version as schema_version
 from streamer.endpoints.db.schema import stampede as schema
@@ -97,6 +98,10 @@ def parse_target(url: EndpointURL) -> MySQLTarget:
     database = unquote(parts.path.lstrip("/"))
     if not database or "/" in database:
         raise EndpointError(f"{url.masked}: give the database as the URL's path (mysql://user@host/database)")
+    try:
+        safenames.sql_identifier(database, "database")
+    except safenames.UnsafeName as exc:
+        raise EndpointError(f"{url.masked}: {exc}") from None
     try:
         port = parts.port or 3306
     except ValueError:
@@ -188,14 +193,15 @@ class MySQLEndpoint(Endpoint):
             if _is_lost(exc) and _code(exc) in (2003, 2006, 2013):
                 raise
             raise EndpointError(f"{self.name}: {mask(str(exc))}") from None
+        database = safenames.sql_identifier(self.target.database, "database")  # a name, never SQL
         try:
             async with conn.cursor() as cur:
                 await cur.execute("SELECT 1 FROM information_schema.schemata WHERE schema_name = %s",
                                   (self.target.database,))
                 if not await cur.fetchall():  # (IF NOT EXISTS would log a server warning when it exists)
-                    await cur.execute(f'CREATE DATABASE IF NOT EXISTS "{self.target.database}" '
+                    await cur.execute(f"CREATE DATABASE IF NOT EXISTS {database} "
                                       "CHARACTER SET utf8mb4")
-                await cur.execute(f'USE "{self.target.database}"')
+                await cur.execute(f"USE {database}")
                 await cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
             await self._locked(conn, self._ensure_schema)
         except BaseException:

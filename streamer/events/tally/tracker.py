@@ -52,7 +52,8 @@ def exit_code(raw: Any) -> int | None:
     return raw >> 8 if raw >= 256 and raw % 256 == 0 else raw
 
 
-_BANNER = re.compile(r"PegasusLite: version|Executing on host|^#+\s*(\[Pegasus Lite\].*)?#*$")
+_BANNER = re.compile(r"PegasusLite: version|Executing on host|^#++\s*+(\[Pegasus Lite\].*)?#*+$")
+"""Possessive runs: a line of 64 KiB of `#` and one other character is one pass, not a quadratic backtrack."""
 
 
 def first_line(text: Any) -> str | None:
