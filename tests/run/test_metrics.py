@@ -29,7 +29,7 @@ def lines(start: int, count: int) -> str:
                        f"xwf.id={XWF.format(i % 100)} restart_count={i}")
         else:
             out.append(f"ts=2023-11-14T22:13:{i % 60:02d}.000000Z event=stampede.job.info level=Info "
-                       f"xwf.id={XWF.format(1)} job.id=j{i} submit_file=j.sub type_desc=compute clustered=0 "
+                       f"xwf.id={XWF.format(1)} job.id=j{i} submit_file=j.sub type=1 type_desc=compute clustered=0 "
                        "max_retries=3 task_count=1 executable=/bin/true")
     return "".join(line + "\n" for line in out)
 

@@ -31,9 +31,12 @@ collector has delivered them to its endpoints (the central PostgreSQL, files).
 - `?idle=SECONDS`: end once no message came for that long (batch collection,
   cron); without it the collector runs until SIGINT/SIGTERM.
 
-Messages are monitord's JSON form (with or without `event_id`), typed as file
-input is (`jsonenc.from_dict`); a message that is not an event is reported,
-counted and acknowledged (keeping it would block the queue for ever).
+Messages are monitord's JSON form (with or without `event_id`), typed and
+checked as file input is (`jsonenc.from_dict`, the schema's constraints); a
+message that is not an event is reported, counted and rejected without
+requeueing (keeping it would block the queue for ever): a queue with a
+dead-letter exchange (`x-dead-letter-exchange`) keeps it there, any other
+drops it.
 """
 
 from __future__ import annotations
@@ -179,7 +182,11 @@ class QueueSource(Source):
                     messages.append(inbox.get_nowait())
                 self.received += len(messages)
                 self._taken += len(messages)
-                yield Batch(events=self._decode(messages), position=(self._generation, messages[-1]),
+                events, kept = self._decode(messages)
+                for message in messages:
+                    if message not in kept:  # the queue's dead-letter exchange keeps it, where one is configured
+                        await self._reject(message)
+                yield Batch(events=events, position=(self._generation, kept[-1]) if kept else None,
                             done=self.received)
         finally:
             stop.cancel()
@@ -202,16 +209,25 @@ class QueueSource(Source):
             log.debug("%s: prefetch window not changed: %s", self.name, exc)
         return False
 
-    def _decode(self, messages: list[Any]) -> list[Any]:
-        events = []
+    def _decode(self, messages: list[Any]) -> tuple[list[Any], list[Any]]:
+        """(the events, the messages that are events: acknowledged once delivered; the others are rejected)."""
+        events, kept = [], []
         for message in messages:
             try:
                 events.append(decode_message(message.body))
             except ValueError as exc:
                 self.stats_bad += 1
-                log.warning("%s: message %s: not an event, acknowledged and dropped: %s", self.name,
-                            message.message_id or message.delivery_tag, exc)
-        return events
+                log.warning("%s: message %s: not an event, rejected (dead-lettered where the queue has a "
+                            "dead-letter exchange): %s", self.name, message.message_id or message.delivery_tag, exc)
+            else:
+                kept.append(message)
+        return events, kept
+
+    async def _reject(self, message: Any) -> None:
+        try:
+            await message.reject(requeue=False)
+        except Exception as exc:  # noqa: BLE001 - a channel closing under us: the broker redelivers it
+            log.debug("%s: message %s not rejected: %s", self.name, message.delivery_tag, exc)
 
     async def commit(self, position: Any, endpoints: dict[str, Any] | None = None) -> None:
         """Every endpoint has the events up to this message: acknowledge it and all before it."""

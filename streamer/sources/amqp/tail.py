@@ -22,7 +22,7 @@ import orjson
 
 from streamer.amqp.connection import BrokerUnavailable, closed_future, connect, parse_target
 from streamer.core.options import is_true
-from streamer.events import jsonenc
+from streamer.events import FieldError, constraints, jsonenc
 from streamer.core.filters import EventFilter
 from streamer.util.urls import mask
 from streamer.sources.base import Batch, Source, SourceError
@@ -61,9 +61,11 @@ def decode_message(body: bytes) -> Any:
     if not isinstance(obj, dict):
         raise ValueError("not a JSON object")
     try:
-        return jsonenc.from_dict(obj)
-    except jsonenc.JSONError as exc:
+        event = jsonenc.from_dict(obj)
+        constraints.check(event)  # the schema's constraints: a message against them is not an event
+    except (jsonenc.JSONError, FieldError) as exc:
         raise ValueError(str(exc)) from None
+    return event
 
 
 class AMQPSource(Source):
