@@ -106,6 +106,8 @@ class Metrics:
 
         self.buses: list[tuple[Any, str]] = []
         self.checks: dict[int, Callable[[], str | None]] = {}
+        self.clients: dict[int, Any] = {}
+        """Sources talking to a broker (`node`, `name`), by bus: `streamer_amqp_node`."""
         """Health of the sources (a collector's broker), by bus."""
         self.latency = Latency()
         self.retired: dict[str, list[int]] = {}
@@ -116,12 +118,16 @@ class Metrics:
         self.registry.register(self)  # `collect` below
         self._server: asyncio.base_events.Server | None = None
 
-    def attach(self, bus: Any, *, source: str, health: Callable[[], str | None] | None = None) -> None:
-        """Count `bus`; `health()`: None while its source is fine, else why not (shown by /healthz)."""
+    def attach(self, bus: Any, *, source: str, health: Callable[[], str | None] | None = None,
+               node: Any = None) -> None:
+        """Count `bus`; `health()`: None while its source is fine, else why not (shown by /healthz); `node`: a
+        source with a `node` (the broker it reads from now) and a `name`."""
         self.buses.append((bus, source))
         bus.on_delivered = self._delivered
         if health is not None:
             self.checks[id(bus)] = health
+        if node is not None and hasattr(node, "node"):
+            self.clients[id(bus)] = node
 
     def detach(self, bus: Any) -> None:
         """Stop watching `bus` (its run ended); what it counted stays in the counters."""
@@ -135,6 +141,7 @@ class Metrics:
                     done[2] += _reconnects(route.endpoint)
         self.buses = [(b, s) for b, s in self.buses if b is not bus]
         self.checks.pop(id(bus), None)
+        self.clients.pop(id(bus), None)
 
     def _delivered(self, route: Any, times: list[tuple[float, int]]) -> None:
         now = time.monotonic()
@@ -186,6 +193,7 @@ class Metrics:
             for family, value in zip(families, row):
                 family.add_metric([name], value)
         yield from families
+        yield self._nodes(GaugeMetricFamily)
         active = GaugeMetricFamily("streamer_workflows_active", "Workflows followed now")
         active.add_metric([], self.workflows())
         yield active
@@ -195,6 +203,19 @@ class Metrics:
             buckets.append(("+Inf" if bound == float("inf") else repr(bound), cumulative))
         yield HistogramMetricFamily("streamer_event_latency_seconds", "Event handed to the bus -> endpoint "
                                     "acknowledged", buckets=buckets, sum_value=self.latency.total)
+
+    def _nodes(self, family_class: Any) -> Any:
+        """`streamer_amqp_node{client, node} 1`: the broker each AMQP endpoint and collector uses now."""
+        nodes = family_class("streamer_amqp_node", "The RabbitMQ node an AMQP client is connected to (or "
+                             "last was)", labels=["client", "node"])
+        seen: set[str] = set()
+        clients = [(c.name, c.node) for c in self.clients.values()]
+        clients += [(route.name, getattr(route.endpoint, "node", None)) for _, route in self.routes()]
+        for name, node in clients:
+            if isinstance(node, str) and node and name not in seen:
+                seen.add(name)
+                nodes.add_metric([str(name), node], 1)
+        return nodes
 
     # ------------------------------------------------------------ health and HTTP
 

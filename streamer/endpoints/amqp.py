@@ -6,7 +6,17 @@ vhost URL-encoded (`%2F` for `/`; without a vhost segment, `/`).
 Messages are what monitord publishes, made reliable: routing key = event name
 (`routing_key=underscore` gives `stampede_inv_end`), body = the monitord JSON
 object (`jsonenc.dumps`), content type `application/json`, persistent,
-`message_id` = the event's stable id, `timestamp` = when streamer accepted it.
+`message_id` = the event's stable id, `timestamp` = when streamer accepted it,
+and two headers monitord does not send: `wf_uuid` (the event's workflow) and
+`root_wf_uuid` (its root workflow; a sub-workflow's events name its root), so
+RabbitMQ can split the stream by workflow tree (`streamer topology`,
+`amqptopology.py`). `xwf.map.subwf_job`, the one event without `root.xwf.id`,
+takes its workflow's root as seen in earlier events.
+
+Several brokers (`amqp://u:p@h1,h2,h3/vhost/exchange`, the nodes of a cluster):
+the endpoint connects to the first that answers and, when its node is lost,
+to the next one (`amqpconn.connect`); it spools only when none answers.
+`node` is the broker in use (logged, and in the metrics).
 
 No loss, without stalling the run:
 - `write(batch)` publishes the batch with publisher confirms in flight (one
@@ -49,12 +59,12 @@ import aio_pika
 
 from .. import amqpconn
 from ..amqperrors import channel_refusal
-from ..amqpconn import _PERMANENT, AMQPTarget, BrokerUnavailable, _reason, connect, tls_context  # noqa: F401
+from ..amqpconn import _PERMANENT, AMQPTarget, BrokerUnavailable, _reason, connect, node_of, tls_context  # noqa: F401
 from ..core.options import OptionError, is_true
 from ..core.options import parse_size as _parse_size
 from ..events import Event, jsonenc
 from ..urls import EndpointURL
-from .amqp_channel import Item, RawChannel, is_ack
+from .amqp_channel import Item, RawChannel, headers_table, is_ack
 from . import options as option_specs
 from .base import Endpoint, EndpointError
 from .resilience import CONNECTION, RetryPolicy, TransientError, Unavailable, retrying
@@ -137,8 +147,8 @@ class Publisher:
         self.raw.forget(items)
 
     @classmethod
-    async def open(cls, target: AMQPTarget, options: dict[str, Any]) -> "Publisher":
-        connection = await connect(target, options, name=f"streamer publisher {target.exchange}")
+    async def open(cls, target: AMQPTarget, options: dict[str, Any], *, after: str | None = None) -> "Publisher":
+        connection = await connect(target, options, name=f"streamer publisher {target.exchange}", after=after)
         try:
             channel = await connection.channel(publisher_confirms=True, on_return_raises=False)
             declare = str(options.get("declare", "true")).lower()
@@ -217,6 +227,11 @@ class AMQPEndpoint(Endpoint):
         broker returned as unroutable (`mandatory`)."""
         self.connects = 0
         """Connections opened (1 + reconnections)."""
+        self.node = ""
+        """`host:port` of the broker in use (or last used)."""
+        self.roots: dict[str, str] = {}
+        """Workflow uuid -> its root's uuid, from the events published (for the `root_wf_uuid` header)."""
+        self._headers: dict[str, bytes] = {}
         self.unconfirmed_ids: set[str] | None = None
         """Set it to a set to record the ids of messages sent but not confirmed (tests, diagnostics)."""
         self.spool_codec = SPOOL_CODEC
@@ -264,9 +279,34 @@ class AMQPEndpoint(Endpoint):
         now = int(time.time())
         mode = self.key_mode
         dumps = jsonenc.dumps
+        headers = self.headers
         if mode == "event":
-            return [(e.name, e.id, now, dumps(e)) for e in batch]
-        return [(routing_key(e.name, mode), e.id, now, dumps(e)) for e in batch]
+            return [(e.name, e.id, now, dumps(e), headers(e)) for e in batch]
+        return [(routing_key(e.name, mode), e.id, now, dumps(e), headers(e)) for e in batch]
+
+    def headers(self, event: Event) -> bytes:
+        """The encoded `wf_uuid`/`root_wf_uuid` headers of `event` (none for an event of no workflow)."""
+        fields = event.fields
+        uuid = fields.get("xwf.id")
+        if not isinstance(uuid, str):
+            return b""
+        root = fields.get("root.xwf.id")
+        if isinstance(root, str):
+            if self.roots.get(uuid) != root:
+                self.roots[uuid] = root
+        else:
+            root = self.roots.get(uuid, uuid)
+        if event.name == "stampede.xwf.map.subwf_job":
+            sub = fields.get("subwf.id")
+            if isinstance(sub, str):  # a sub-workflow belongs to its parent's root before its own plan says so
+                self.roots.setdefault(sub, root)
+        key = f"{uuid} {root}"
+        table = self._headers.get(key)
+        if table is None:
+            if len(self._headers) > 100_000:
+                self._headers.clear()
+            table = self._headers[key] = headers_table(uuid, root)
+        return table
 
     async def write(self, batch: Sequence[Event]) -> None:
         """Publish `batch` until the broker confirmed all of it; past `give_up` seconds of outage,
@@ -369,20 +409,27 @@ class AMQPEndpoint(Endpoint):
 
         async def attempt() -> None:
             nonlocal rest, again
-            self.resent += again
-            again = 0
-            if self.publisher is None or not self.publisher.alive:
+            # with several brokers, a node lost is followed at once by the others (`_connect` starts after it):
+            # the batch waits (or spools) only when none of them takes it
+            for tries_left in range(len(self.target.nodes) - 1, -1, -1):
+                self.resent += again
+                again = 0
+                if self.publisher is None or not self.publisher.alive:
+                    try:
+                        await self._connect()
+                    except BrokerUnavailable as exc:
+                        self._note_down(exc)
+                        raise TransientError(CONNECTION, _reason(exc)) from None
                 try:
-                    await self._connect()
-                except BrokerUnavailable as exc:
-                    self._note_down(exc)
-                    raise TransientError(CONNECTION, _reason(exc)) from None
-            try:
-                await self._publish(rest)
-            except _Unconfirmed as exc:
-                self._note_down(exc.cause)
-                rest, again = exc.rest, len(exc.rest)
-                raise TransientError(CONNECTION, _reason(exc.cause)) from None
+                    await self._publish(rest)
+                    return
+                except _Unconfirmed as exc:
+                    rest, again = exc.rest, len(exc.rest)
+                    if not tries_left:
+                        self._note_down(exc.cause)
+                        raise TransientError(CONNECTION, _reason(exc.cause)) from None
+                    log.warning("%s: lost broker %s (%s); failing over to the next one", self.name, self.node,
+                                _reason(exc.cause))
 
         policy = RetryPolicy(retry_for=self.give_up, first_delay=0.2, max_delay=self.retry_max, quiet_for=math.inf)
         try:
@@ -401,9 +448,11 @@ class AMQPEndpoint(Endpoint):
             if self.publisher is not None:
                 await self.publisher.close()
                 self.publisher = None
-            self.publisher = await Publisher.open(self.target, self.options)
+            # after a loss, the next node first: a dead node is tried last, not waited for
+            self.publisher = await Publisher.open(self.target, self.options, after=self.node or None)
             self.connects += 1
-            log.info("%s: connected", self.name)
+            self.node = node_of(self.publisher.connection)
+            log.info("%s: connected to %s", self.name, self.node)
 
     async def _drop_connection(self) -> None:
         if self.publisher is not None:
@@ -458,7 +507,8 @@ def default_spool_dir(target: AMQPTarget) -> Path:
     ~/.local/state/streamer."""
     base = os.environ.get("STREAMER_STATE_DIR") or os.path.join(
         os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state"), "streamer")
-    ident = f"{target.user}@{target.host}:{target.port}/{target.vhost}/{target.exchange}"
+    hosts = ",".join(f"{host}:{port}" for host, port in target.nodes)
+    ident = f"{target.user}@{hosts}/{target.vhost}/{target.exchange}"
     digest = hashlib.sha256(ident.encode()).hexdigest()[:12]
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in target.exchange)[:40]
     return Path(base) / "amqp-spool" / f"{safe}-{digest}"
