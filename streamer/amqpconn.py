@@ -44,7 +44,11 @@ class _QuietConnectErrors(logging.Filter):
     """aiormq logs every failed connection attempt as an ERROR; we report the outage once, ourselves."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith("error when creating transport")
+        if str(record.msg).startswith("error when creating transport"):
+            return False
+        # a quorum queue's refusal of a channel-wide prefetch closes the connection: the collector retries
+        # with a per-consumer one (`sources/amqpqueue.per_consumer_only`)
+        return "does not support global qos" not in record.getMessage()
 
 
 logging.getLogger("aiormq.connection").addFilter(_QuietConnectErrors())
@@ -213,7 +217,8 @@ async def connect(target: AMQPTarget, options: dict[str, Any], *, name: str = "s
         except Exception as exc:  # refused, DNS, TLS, timeout: "not now"; auth, vhost: permanent
             reason, permanent = classify(exc, target)
             if permanent:
-                raise BrokerUnavailable(f"cannot connect to {target.display} ({node}): {reason}",
+                where = f" ({node})" if target.more else ""
+                raise BrokerUnavailable(f"cannot connect to {target.display}{where}: {reason}",
                                         permanent=True) from None
             failures.append(f"{node}: {reason}" if len(target.more) else reason)
             continue

@@ -196,6 +196,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_status_command(commands, HelpFormatter, _common)
 
+    from .cli_topology import add_topology_command
+
+    add_topology_command(commands, HelpFormatter)
+
     from .serve.command import add_serve_command
 
     add_serve_command(commands, HelpFormatter, _common, _endpoint_options)
@@ -488,6 +492,10 @@ async def dispatch(args: argparse.Namespace) -> int:
         from .status.command import run_status
 
         return await run_status(args)
+    if args.command == "topology":
+        from .cli_topology import run_topology
+
+        return await run_topology(args)
     raise ConfigError(f"unknown command {args.command}")
 
 

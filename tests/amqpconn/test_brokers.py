@@ -101,3 +101,17 @@ async def test_publisher_fails_over_to_the_next_node_without_spooling(amqp_url: 
     finally:
         await first.close()
         await second.close()
+
+
+def test_several_brokers_in_the_toml_config_and_pegasus_properties(tmp_path: Path) -> None:
+    from streamer.config import from_properties, load_toml
+
+    url = "amqp://u:secret@rmq1:5681,rmq2:5682,rmq3/pegasus/workflows"
+    toml = tmp_path / "streamer.toml"
+    toml.write_text(f'[[endpoint]]\nurl = "{url}"\nspool = "{tmp_path / "s1"}"\n')
+    props = tmp_path / "pegasus.properties"
+    props.write_text(f"pegasus.catalog.workflow.amqp.url = {url}?spool={tmp_path / 's2'}\n")
+    for spec in [*load_toml(toml).endpoints, *from_properties(props).endpoints]:
+        endpoint = create_endpoint(spec.url, spec.options)
+        assert endpoint.target.nodes == [("rmq1", 5681), ("rmq2", 5682), ("rmq3", 5672)]
+        assert "secret" not in endpoint.name
