@@ -25,7 +25,7 @@ import asyncpg
 import pytest
 
 from tests.ownservers import RabbitCluster, own_postgres, own_rabbitmq_cluster
-from tests.pghelp import fresh_database_sync
+from tests.pghelp import fresh_database, fresh_database_sync
 from tests.sources.test_collector import assert_same_rows, events_read, pg_count
 
 pytestmark = [pytest.mark.slow, pytest.mark.rabbitmq, pytest.mark.postgres, pytest.mark.timeout(600)]
@@ -178,7 +178,7 @@ async def test_quorum_partitions_survive_the_leader_node_killed(site: tuple[Rabb
                                                                 tmp_path: Path) -> None:
     cluster, server = site
     queues = declare_partitions(cluster, "wfq", 2)
-    with fresh_database_sync(server, "collected") as collected:
+    async with fresh_database(server, "collected") as collected:
         collectors = [streamer("load", f"{cluster.url()}/{name}", "--dest", collected, "-q") for name in queues]
         pubs = publishers(cluster.url(), "wfq", event_files, tmp_path)
         leader = await asyncio.to_thread(cluster.leader, queues[0])
@@ -210,7 +210,7 @@ async def test_a_stream_from_first_resumes_after_sigkill(site: tuple[RabbitClust
         await asyncio.to_thread(finish, publisher)
     total = total_events(event_files)
     env = {"STREAMER_STATE_DIR": str(tmp_path / "state")}
-    with fresh_database_sync(server, "stream") as collected:
+    async with fresh_database(server, "stream") as collected:
         first = streamer("load", f"{url}/{stream}?offset=first", "--dest", collected, "-q", env=env)
         await wait_rows(collected, 3_000)
         os.kill(first.pid, signal.SIGKILL)
@@ -235,7 +235,7 @@ async def test_four_partitioned_collectors_never_wait_for_one_another(site: tupl
     depths = await asyncio.to_thread(queue_depths, cluster, queues)
     assert sum(depths.values()) == total_events(event_files)
     assert sum(1 for n in depths.values() if n) >= 2, depths  # the workflows are spread
-    with fresh_database_sync(server, "parts") as collected:
+    async with fresh_database(server, "parts") as collected:
         with LockWaits(collected) as waits:
             collectors = [streamer("load", f"{cluster.url()}/{name}?idle=5", "--dest", collected, "-v")
                           for name in queues]
