@@ -41,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import re
 import time
 from typing import Any, AsyncIterator
 
@@ -87,6 +88,8 @@ class QueueSource(Source):
             self.idle = float(self.options["idle"]) if self.options.get("idle") not in (None, "") else None
             self.retry_max = float(self.options.get("retry_max", 30.0))
             self.single_active = parse_bool(self.options.get("single_active", True))
+            self._typed = bool(self.options.get("queue_type"))
+            """The queue's type is known (given, or asked of the broker once)."""
             self.queue_type = str(self.options.get("queue_type") or "classic").lower()
             if self.queue_type not in QUEUE_TYPES:
                 raise TopologyError(f"queue_type must be one of {', '.join(QUEUE_TYPES)}, not {self.queue_type!r}")
@@ -137,8 +140,22 @@ class QueueSource(Source):
                 self.queue_type = refused
                 await self._drop_connection()
                 continue
-            return inbox, closed_future(self._connection)
+            return inbox, self._lost()
         raise SourceError(f"{self.target.display}: cannot consume the queue")
+
+    def _lost(self) -> asyncio.Future[None]:
+        """A future the connection's closing or the consuming channel's completes: a channel the broker closed
+        (an error on it) delivers nothing more while the connection lives on, so it is a loss too."""
+        closed = closed_future(self._connection)
+
+        def channel_closed(_: Any, exc: BaseException | None = None, *rest: Any) -> None:
+            if not closed.done():
+                if exc is not None and not self._stopped.is_set():
+                    log.warning("%s: the broker closed the channel: %s", self.name, mask(str(exc) or repr(exc)))
+                closed.set_result(None)
+
+        self._channel.close_callbacks.add(channel_closed)
+        return closed
 
     async def _connect(self) -> bool:
         delay = 0.2
@@ -160,6 +177,9 @@ class QueueSource(Source):
 
     async def _consume(self) -> asyncio.Queue[Any]:
         """A channel with its prefetch, the queue declared/bound as asked, a consumer filling the inbox."""
+        if self.declare is None and not self._typed:
+            self.queue_type = await queue_type_of(self._connection, self.queue_name) or self.queue_type
+            self._typed = True
         channel = await self._connection.channel()
         # classic: channel-wide (global) on a channel with one consumer, since RabbitMQ applies a per-consumer
         # limit only to consumers started after it (`_widen_window` widens a global one in place); quorum
@@ -337,3 +357,24 @@ def per_consumer_only(exc: BaseException) -> str | None:
     if "consumer prefetch count is not set" in text:
         return "stream"
     return None
+
+
+_CURRENT_TYPE = re.compile(r"inequivalent arg 'x-queue-type'.*current is '(\w+)'")
+
+
+async def queue_type_of(connection: Any, name: str) -> str | None:
+    """The type of existing queue `name`, asked without harm: declaring it a classic queue is a no-op on a classic
+    one and, on another type, a channel error (406, on a channel of its own) naming the current type. None when
+    the broker does not say (no configure permission, other arguments differ): then a quorum queue's refusal of a
+    channel-wide prefetch tells (`per_consumer_only`)."""
+    channel = await connection.channel()
+    try:
+        await channel.declare_queue(name, passive=True)  # it must exist: never create it here
+        await channel.declare_queue(name, durable=True, arguments={"x-queue-type": "classic"})
+        return "classic"
+    except Exception as exc:  # the probe's channel is closed by the broker; the connection lives on
+        found = _CURRENT_TYPE.search(str(exc))
+        return found[1] if found and found[1] in QUEUE_TYPES else None
+    finally:
+        if not channel.is_closed:
+            await channel.close()

@@ -143,3 +143,32 @@ def test_queue_type_usage_errors(query: str, words: str, tmp_path: Path) -> None
     done = load(f"amqp://u:secret@127.0.0.1:1/%2F/q?{query}", tmp_path / "x.jsonl", tmp_path)
     assert done.returncode == 2, done.stderr
     assert words in done.stderr and "secret" not in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.rabbitmq
+async def test_the_window_of_a_quorum_queue_widens_while_events_are_held(channel: tuple[Any, list[str]],
+                                                                        amqp_url: str) -> None:
+    """A quorum queue's prefetch is per consumer and applies only to consumers started after it: a new consumer
+    takes over, so held events' parents behind them still arrive."""
+    from streamer.sources.amqpqueue import QueueSource
+
+    ch, made = channel
+    queue = unique("streamer-coll-qwindow")
+    made.append(queue)
+    await ch.declare_queue(queue, durable=True, arguments={"x-queue-type": "quorum"})
+    await publish(ch, queue, events(0, 10))
+    source = QueueSource(f"{amqp_url}/{queue}?prefetch=2")
+    source.held_downstream = lambda: True  # type: ignore[method-assign]
+
+    async def unacknowledged() -> int:
+        received = 0
+        async for batch in source.batches():  # never committed: as while an endpoint holds them
+            received += len(batch.events)
+            if received >= 10:
+                break
+        return received
+
+    try:
+        assert await asyncio.wait_for(unacknowledged(), 20) == 10
+    finally:
+        await source.close()

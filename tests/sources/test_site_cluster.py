@@ -35,15 +35,17 @@ JOBS = 450
 """8 hierarchical workflows of 450 jobs: ~100k events."""
 
 
-def streamer(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+def streamer(*args: str, env: dict[str, str] | None = None, log: Path | None = None) -> subprocess.Popen[str]:
+    """`python -m streamer ARGS`, its stderr piped or, for a long run, written to `log`."""
     return subprocess.Popen([sys.executable, "-m", "streamer", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
+                            stderr=subprocess.PIPE if log is None else log.open("w"), text=True,
+                            env={**os.environ, **(env or {})})
 
 
 def finish(process: subprocess.Popen[str], timeout: float = 300) -> str:
     _, err = process.communicate(timeout=timeout)
     assert process.returncode == 0, err
-    return err
+    return err or ""
 
 
 def _generate(base: Path, index: int) -> Path:
@@ -128,7 +130,7 @@ async def wait_rows(dsn: str, at_least: int, timeout: float = 240) -> None:
 
 
 async def drained(cluster: RabbitCluster, names: list[str], pubs: list[subprocess.Popen[str]],
-                  timeout: float = 300) -> None:
+                  timeout: float = 180) -> None:
     """Every publisher done and every partition queue empty (all acknowledged)."""
     deadline = time.monotonic() + timeout
     while True:
@@ -179,7 +181,8 @@ async def test_quorum_partitions_survive_the_leader_node_killed(site: tuple[Rabb
     cluster, server = site
     queues = declare_partitions(cluster, "wfq", 2)
     async with fresh_database(server, "collected") as collected:
-        collectors = [streamer("load", f"{cluster.url()}/{name}", "--dest", collected, "-q") for name in queues]
+        collectors = [streamer("load", f"{cluster.url()}/{name}", "--dest", collected, "-v",
+                               log=tmp_path / f"collector-{name}.log") for name in queues]
         pubs = publishers(cluster.url(), "wfq", event_files, tmp_path)
         leader = await asyncio.to_thread(cluster.leader, queues[0])
         await queued(leader.port, queues, 2_000)  # mid-way: publishing and loading
