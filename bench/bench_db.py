@@ -26,8 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # streamer and tests (a package)
 
 from streamer.endpoints import create_endpoint  # noqa: E402
-from tests.dbstream import NAMES, batches, golden_events, synthetic  # noqa: E402
-from tests.pghelp import fresh_database  # noqa: E402
+from tests.support.dbstream import NAMES, batches, golden_events, synthetic  # noqa: E402
+from tests.support.pghelp import fresh_database  # noqa: E402
 
 
 def build_stream(golden: Path, at_least: int) -> list:
@@ -66,8 +66,8 @@ async def bench_mysql(server: str, events: list, size: int) -> dict:
     """Into a fresh database (the endpoint creates it), dropped afterwards."""
     import asyncmy
 
-    from streamer.endpoints.mysql import parse_target
-    from streamer.urls import EndpointURL
+    from streamer.endpoints.db.mysql import parse_target
+    from streamer.util.urls import EndpointURL
 
     name = f"streamer_bench_{uuid.uuid4().hex[:10]}"
     try:

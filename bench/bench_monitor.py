@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.reference import Run, measure as measure_tree, precompile, run_measured, summary  # noqa: E402
 from streamer.synth import generate  # noqa: E402
-from streamer.synth.validate import count_bp  # noqa: E402
+from tests.support.validate import count_bp  # noqa: E402
 
 def measure(command: list[str], cwd: Path) -> tuple[float, int]:
     """Seconds and peak RSS (KiB) of `command` run in `cwd`; raises if it fails.

@@ -4,7 +4,7 @@
                                      [--pg postgresql://postgres@127.0.0.1:5432/postgres]
 
 Generates `--workflows` hierarchical workflows (`streamer.synth`, replayed to BP files), starts a RabbitMQ node of
-its own with the consistent-hash exchange plugin (`tests/ownservers.py`), and per run, in this order:
+its own with the consistent-hash exchange plugin (`tests/support/ownservers.py`), and per run, in this order:
   direct       `streamer load FILES --dest postgresql://…/NEW`
   collector    the files published to an exchange whose one queue a single `streamer load amqp://…/QUEUE?idle=2`
                loads into a new database
@@ -29,8 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.reference import THIS, precompile, run_measured  # noqa: E402
-from tests.ownservers import CONSISTENT_HASH, own_rabbitmq  # noqa: E402
-from tests.pghelp import fresh_database_sync  # noqa: E402
+from tests.support.ownservers import CONSISTENT_HASH, own_rabbitmq  # noqa: E402
+from tests.support.pghelp import fresh_database_sync  # noqa: E402
 
 IDLE = 2.0
 

@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from streamer.synth.provenance import generate, iter_executions  # noqa: E402
-from tests.pghelp import fresh_database_sync  # noqa: E402
+from tests.support.pghelp import fresh_database_sync  # noqa: E402
 
 
 def build_input(count: int, out: Path) -> int:

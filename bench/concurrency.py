@@ -11,7 +11,7 @@ first one (same workflow uuid: the same workflow loaded twice at once). Then, fo
 2. concurrent: all `--workflows` + 1 replays started at once into ONE database.
 
 It prints each process's exit code and time, and whether the concurrent database holds exactly the rows
-of the separate loads (compared through natural keys, `tests/dbcompare.py`: auto ids differ, rows must
+of the separate loads (compared through natural keys, `tests/support/dbcompare.py`: auto ids differ, rows must
 not). Exit status 0 only when every process exited 0 and the rows are equal. PostgreSQL databases are
 created with random names and dropped afterwards.
 """

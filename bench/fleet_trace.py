@@ -42,7 +42,7 @@ def record(kind: str, *values: Any) -> None:
 def install() -> None:
     from streamer.bus import Bus
     from streamer.endpoints.files import FileEndpoint
-    from streamer.endpoints.sqlite import SQLiteEndpoint
+    from streamer.endpoints.db.sqlite import SQLiteEndpoint
     from streamer.monitor import runner
     from streamer.monitor.source import WorkflowSource
     from streamer.serve import follower, supervisor
@@ -200,7 +200,7 @@ def main() -> int:
     if os.environ.get("FLEET_TRACE_SWITCH"):  # experiments: the GIL's switch interval, seconds
         sys.setswitchinterval(float(os.environ["FLEET_TRACE_SWITCH"]))
     install()
-    from streamer.cli import main as streamer_main
+    from streamer.cli.main import main as streamer_main
 
     return streamer_main(sys.argv[2:])
 

@@ -4,7 +4,7 @@
     python bench/fuzz.py --minutes 5 --target bp_line --target kickstart
     python bench/fuzz.py --minutes 2 --engine hypothesis
 
-The targets are `tests/fuzz_targets.py` (BP/JSON lines, dagman.out lines,
+The targets are `tests/support/fuzz_targets.py` (BP/JSON lines, dagman.out lines,
 kickstart YAML/XML, .sub, braindump, static.bp, jobstate.log lines, and every
 compiled module against its Python definition). With atheris installed
 (`pip install atheris`) each target runs coverage-guided under libFuzzer in a
@@ -36,8 +36,8 @@ def atheris_child(name: str, seconds: int, findings: Path) -> None:
     """In a child process: one target under libFuzzer until `seconds` are up."""
     import atheris
 
-    with atheris.instrument_imports(include=["streamer", "tests.fuzz_targets"]):
-        from tests import fuzz_targets
+    with atheris.instrument_imports(include=["streamer", "tests.support.fuzz_targets"]):
+        from tests.support import fuzz_targets
     target = fuzz_targets.TARGETS[name]
     corpus = Path(tempfile.mkdtemp(prefix=f"streamer-fuzz-{name}-"))
     for number, seed in enumerate(target.seeds()):
@@ -69,7 +69,7 @@ def run_atheris(names: list[str], seconds: int, findings: Path) -> dict[str, tup
 def run_hypothesis(names: list[str], seconds: int) -> dict[str, tuple[int, int]]:
     from hypothesis import HealthCheck, given, settings
 
-    from tests import fuzz_targets
+    from tests.support import fuzz_targets
     from tests.monitor.test_fuzz import hostile
 
     results = {}
@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.disable(logging.CRITICAL)  # the parsers report bad input as warnings: millions of them here
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=float, default=5.0, help="total time, shared by the targets (default 5)")
-    parser.add_argument("--target", action="append", help="a target of tests/fuzz_targets.py (repeatable; default all)")
+    parser.add_argument("--target", action="append", help="a target of tests/support/fuzz_targets.py (repeatable; default all)")
     parser.add_argument("--engine", choices=("auto", "atheris", "hypothesis"), default="auto")
     parser.add_argument("--findings", type=Path, default=ROOT / "bench" / "fuzz-findings")
     parser.add_argument("--atheris-child", help=argparse.SUPPRESS)
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.atheris_child:
         atheris_child(args.atheris_child, args.seconds, args.findings)
         return 0
-    from tests import fuzz_targets
+    from tests.support import fuzz_targets
 
     names = args.target or sorted(fuzz_targets.TARGETS)
     unknown = sorted(set(names) - set(fuzz_targets.TARGETS))

@@ -56,7 +56,7 @@ if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 &
     || echo "test.sh: could not install chromium" >&2
 fi
 
-# npm fetches the dashboard pages' CDN files (tests/cdnassets.py) for the same test, only when missing
+# npm fetches the dashboard pages' CDN files (tests/support/cdnassets.py) for the same test, only when missing
 if ! command -v npm >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   echo "test.sh: installing Debian npm"
   export DEBIAN_FRONTEND=noninteractive
@@ -68,6 +68,6 @@ if [ $# -gt 0 ]; then exec .venv/bin/python -m pytest -q "$@"; fi
 .venv/bin/python -m pytest -q
 # The whole suite ran with the compiled codec; every module that goes through it (parse, encode, ids,
 # monitor, golden, fuzz, load: tests/pure_python_modules.txt, kept complete by tests/events/test_pure_python.py)
-# runs again without it, as on a machine with no C compiler (README, "Compiled codec").
+# runs again without it, as on a machine with no C compiler (docs/internals/performance.md, "Compiled codec").
 echo "test.sh: again in pure-Python mode (STREAMER_PURE_PYTHON=1): $(grep -vc '^#' tests/pure_python_modules.txt) modules"
 STREAMER_PURE_PYTHON=1 exec .venv/bin/python -m pytest -q -p no:cacheprovider $(grep -v '^#' tests/pure_python_modules.txt)

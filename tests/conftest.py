@@ -9,15 +9,25 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("STREAMER_SHARED", ROOT.parent / "shared"))
 CORPUS = SHARED / "corpus"
 GOLDEN = SHARED / "golden"
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+if "STREAMER_STATE_DIR" not in os.environ:  # state of replays that write nothing into their submit dir: per process,
+    os.environ["STREAMER_STATE_DIR"] = tempfile.mkdtemp(prefix="streamer-test-state-")  # not the user's, not shared
+
+hypothesis_settings.register_profile("ci", max_examples=100, deadline=None)
+hypothesis_settings.register_profile("dev", max_examples=10, deadline=None)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if IN_CI else "dev"))
+"""Hypothesis: every example count in CI, a tenth locally (tests/support/examples.py scales explicit counts)."""
 
 PG_HOST = os.environ.get("STREAMER_PG_HOST", "127.0.0.1")
 PG_PORT = int(os.environ.get("STREAMER_PG_PORT", "5432"))
@@ -27,11 +37,11 @@ MYSQL_HOST = os.environ.get("STREAMER_MYSQL_HOST", "127.0.0.1")
 MYSQL_PORT = int(os.environ.get("STREAMER_MYSQL_PORT", "3306"))
 
 
-def unavailable(reason: str) -> None:
-    """Skip outside CI, fail in CI."""
+def unavailable(reason: str, *, module: bool = False) -> None:
+    """Skip outside CI, fail in CI (`module=True`: the whole test module, called at its top)."""
     if IN_CI:
         pytest.fail(f"required in CI: {reason}", pytrace=False)
-    pytest.skip(reason)
+    pytest.skip(reason, allow_module_level=module)
 
 
 def port_open(host: str, port: int, timeout: float = 1.0) -> bool:
@@ -91,7 +101,7 @@ def python() -> str:
 
 @pytest.fixture(autouse=True)
 def restore_logging():
-    """`streamer.cli.main()` installs its stderr handler on the root logger: put pytest's back afterwards."""
+    """`streamer.cli.main.main()` installs its stderr handler on the root logger: put pytest's back afterwards."""
     import logging
 
     root = logging.getLogger()
@@ -104,7 +114,7 @@ def restore_logging():
 @pytest.fixture
 async def pg_db(postgres_dsn: str):
     """A fresh PostgreSQL database per test, dropped afterwards."""
-    from tests.pghelp import fresh_database
+    from tests.support.pghelp import fresh_database
 
     async with fresh_database(postgres_dsn) as url:
         yield url

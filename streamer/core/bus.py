@@ -33,11 +33,11 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Generic, Sequence, TypeVar
 
-from .filters import EventFilter
-from .options import OptionError, size_or_off
-from .overflow import OverflowFile
-from .record import Batch, Codec, Record
-from .sink import Sink
+from streamer.core.filters import EventFilter
+from streamer.core.options import OptionError, size_or_off
+from streamer.core.overflow import OverflowFile
+from streamer.core.record import Batch, Codec, Record
+from streamer.core.sink import Sink
 
 log = logging.getLogger("streamer.bus")
 
@@ -453,9 +453,3 @@ def make_route(endpoint: Sink[R], events: str | None = None, *, codec: Codec[R] 
         overflow_bytes=overflow_bytes,
         overflow_dir=endpoint.option("overflow_dir"),
     )
-
-
-async def publish_all(bus: Bus, batches: Sequence[Batch[Record]]) -> None:
-    """Convenience for tests and small tools: publish a list of batches."""
-    for batch in batches:
-        await bus.publish(batch)

@@ -17,7 +17,7 @@ from collections import deque
 from pathlib import Path
 from typing import Generic, Sequence, TypeVar
 
-from .record import Codec
+from streamer.core.record import Codec
 
 R = TypeVar("R")
 

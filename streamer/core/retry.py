@@ -8,7 +8,7 @@ seconds, and gives up once it has lasted `retry_for` seconds by raising the
 `exhausted` exception the caller names (`Exhausted` by default; the endpoints
 raise their `Unavailable`, which a spooling layer catches). What the fault is
 and how to classify a driver's exceptions is the caller's business
-(`streamer/endpoints/resilience.py`); this module knows neither endpoints nor
+(`streamer/endpoints/layers/resilience.py`); this module knows neither endpoints nor
 events.
 """
 

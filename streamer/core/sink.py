@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol, Sequence, TypeVar
 
-from .record import Record
+from streamer.core.record import Record
 
 R_contra = TypeVar("R_contra", bound=Record, contravariant=True)
 

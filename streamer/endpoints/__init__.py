@@ -13,17 +13,17 @@ import importlib
 import threading
 from typing import Any
 
-from ..urls import EndpointURL, with_password
-from .base import Endpoint, EndpointError
-from .options import OptionError, validate
+from streamer.util.urls import EndpointURL, with_password
+from streamer.endpoints.base import Endpoint, EndpointError
+from streamer.endpoints.options import OptionError, validate
 
 CLASSES: tuple[str, ...] = (
     "streamer.endpoints.files:FileEndpoint",
     "streamer.endpoints.terminal:TerminalEndpoint",
-    "streamer.endpoints.sqlite:SQLiteEndpoint",
-    "streamer.endpoints.postgres:PostgresEndpoint",
-    "streamer.endpoints.amqp:AMQPEndpoint",
-    "streamer.endpoints.mysql:MySQLEndpoint",
+    "streamer.endpoints.db.sqlite:SQLiteEndpoint",
+    "streamer.endpoints.db.postgres:PostgresEndpoint",
+    "streamer.endpoints.amqp.endpoint:AMQPEndpoint",
+    "streamer.endpoints.db.mysql:MySQLEndpoint",
 )
 """Every endpoint class (`module:Class`), in the order they are imported to resolve a scheme."""
 
@@ -106,8 +106,8 @@ def create_endpoint(url: str | EndpointURL, options: dict[str, Any] | None = Non
         checked = validate(cls, {**parsed.options, **options}, parsed.masked)
     except OptionError as exc:
         raise EndpointError(str(exc)) from None
-    from .deadletter import with_dead_letters
-    from .spooling import with_spool
+    from streamer.endpoints.layers.deadletter import with_dead_letters
+    from streamer.endpoints.layers.spooling import with_spool
 
     # the layers any endpoint takes (`layer.py`): its dead letters inside, the spool around them
     return with_spool(with_dead_letters(cls(parsed, checked)))

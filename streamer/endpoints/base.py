@@ -15,9 +15,9 @@ import logging
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Sequence, TypeVar
 
-from ..events import Event
-from ..urls import EndpointURL
-from .options import Option, parse_bool
+from streamer.events import Event
+from streamer.util.urls import EndpointURL
+from streamer.endpoints.options import Option, parse_bool
 
 log = logging.getLogger("streamer.endpoints")
 
@@ -93,7 +93,7 @@ class Endpoint(abc.ABC):
 
     def health(self) -> str | None:
         """None while the endpoint can deliver, else a reason (its broker or server is unreachable):
-        `/healthz` answers 503 with it (`streamer/metrics.py`)."""
+        `/healthz` answers 503 with it (`streamer/run/metrics.py`)."""
         return None
 
     def default_spool(self) -> Path | None:

@@ -25,12 +25,12 @@ from pathlib import Path
 from typing import Any, BinaryIO, Sequence
 from urllib.parse import unquote, urlsplit
 
-from ..events import Event, bp, bsonenc, jsonenc
-from ..events.event import ensure_ids
-from ..urls import EndpointURL
-from . import options as option_specs
-from .base import Endpoint, EndpointError
-from .resilience import Unavailable
+from streamer.events import Event, bp, bsonenc, jsonenc
+from streamer.events.event import ensure_ids
+from streamer.util.urls import EndpointURL
+from streamer.endpoints import options as option_specs
+from streamer.endpoints.base import Endpoint, EndpointError
+from streamer.endpoints.layers.resilience import Unavailable
 
 RETRIABLE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.ESTALE})
 """Write errors a spool waits out (a full or failing disk, a stale NFS handle); the file endpoint's one
@@ -77,6 +77,7 @@ def encode_batch(events: Sequence[Event], encoding: str) -> bytes:
 
 
 class FileEndpoint(Endpoint):
+    """Appends JSON lines, BP lines or BSON documents to a file; the suffix decides unless `?encoding=`."""
     declared_options = option_specs.FILE
     schemes = ("file",)
 

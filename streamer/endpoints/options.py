@@ -19,7 +19,7 @@ import difflib
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from ..core.options import OptionError, parse_bool, parse_count, parse_duration, parse_size
+from streamer.core.options import OptionError, parse_bool, parse_count, parse_duration, parse_size
 
 __all__ = ["Option", "OptionError", "parse_bool", "parse_size", "parse_duration", "validate", "describe"]
 
@@ -40,7 +40,7 @@ def choice(*values: str) -> Callable[[Any], str]:
 
 
 def parse_filter(value: Any) -> str:
-    from ..core.filters import EventFilter, FilterError
+    from streamer.core.filters import EventFilter, FilterError
 
     text = ",".join(str(v) for v in value) if isinstance(value, list) else str(value)
     try:

@@ -1,7 +1,7 @@
 """Terminal endpoint: one readable line per event (`pretty`), or raw `bp` / `json`.
 
 `pretty` shows the time, the event name coloured by its outcome (see
-`streamer/endpoints/outcome.py`: a failure red, a hold yellow, a success green,
+`streamer/events/outcome.py`: a failure red, a hold yellow, a success green,
 whatever monitord's `level=` says), the job and instance, then the remaining
 fields: compact by default (no paths, working dirs, argv, null values; job
 output decoded and cut to its first line), every field with `?fields=all` (`-v`).
@@ -14,11 +14,11 @@ import sys
 from datetime import datetime, timezone
 from typing import Any, Sequence, TextIO
 
-from ..events import Event, bp, chimbuko, chimbuko_forms, jsonenc
-from ..urls import EndpointURL
-from . import options as option_specs
-from .base import Endpoint
-from .outcome import COMPACT_HIDDEN, outcome, output_text
+from streamer.events import Event, bp, chimbuko, chimbuko_forms, jsonenc
+from streamer.util.urls import EndpointURL
+from streamer.endpoints import options as option_specs
+from streamer.endpoints.base import Endpoint
+from streamer.events.outcome import COMPACT_HIDDEN, outcome, output_text
 
 REPEATED = frozenset(
     ("ts", "level", "xwf.id", "root.xwf.id", "dax", "dag", "wf.ts", "submit.dir",

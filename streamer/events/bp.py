@@ -15,9 +15,9 @@ import hashlib
 import re
 from typing import Any, Callable
 
-from . import legacy, native, schema
-from .event import FAST_CONVERTERS, ID_FIELD, Event, FieldError, converters_for, format_ts, verify_id
-from .registry import note_unknown
+from streamer.events import legacy, native, schema
+from streamer.events.event import FAST_CONVERTERS, ID_FIELD, Event, FieldError, converters_for, format_ts, verify_id
+from streamer.events.registry import note_unknown
 
 # Quoted values use the unrolled-loop form, fast on long texts; the last
 # alternative catches anything that is not a pair, so one pass both splits
@@ -158,7 +158,7 @@ def parse_line(line: str) -> Event:
     if pairs.get("level") == "Info":
         del pairs["level"]
     if name.startswith(schema.PROVENANCE):  # provenance record: `ts` is derived, values are JSON
-        from . import chimbuko, chimbuko_forms  # on first use: their pydantic models cost start-up time
+        from streamer.events import chimbuko, chimbuko_forms  # on first use: their pydantic models cost start-up time
 
         del pairs["ts"]
         try:
@@ -272,7 +272,7 @@ def _format_python(head: str, fields: dict[str, Any]) -> str:
 
 def _format_record(event: Event) -> str:
     """A provenance record's BP line: `ts` derived (see chimbuko_forms.bp_ts), nested values as JSON text."""
-    from . import chimbuko_forms
+    from streamer.events import chimbuko_forms
 
     parts = [f"ts={format_ts(chimbuko_forms.bp_ts(event))} event={event.name} level=Info"]
     value_text = chimbuko_forms.bp_value

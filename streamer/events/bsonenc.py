@@ -12,7 +12,7 @@ from __future__ import annotations
 import struct
 from typing import Any, Iterable, Sequence
 
-from .event import Event
+from streamer.events.event import Event
 
 INT32 = (-(2 ** 31), 2 ** 31 - 1)
 

@@ -1,4 +1,4 @@
-"""The stable event id, written down: canonical form version 1 (README, "Stable event id").
+"""The stable event id, written down: canonical form version 1 (docs/guide/events.md, "Stable event id").
 
 The id is a persisted contract (database deduplication, the Elasticsearch
 document id, the AMQP `message_id`), so it is defined here as bytes, not as

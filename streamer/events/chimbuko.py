@@ -36,10 +36,10 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from typing_extensions import TypedDict
 
-from . import schema
+from streamer.events import schema
 
 if TYPE_CHECKING:
-    from .event import Event
+    from streamer.events.event import Event
 
 # typing's special forms, applied to types built at run time (mypy cannot check those subscripts)
 _ANNOTATED: Any = Annotated
@@ -295,10 +295,6 @@ class RecordError(ValueError):
     """A record that does not fit its collection's schema; the message names the field."""
 
 
-def is_chimbuko(name: str) -> bool:
-    return name.startswith(PREFIX)
-
-
 # ---------------------------------------------------------------- recognising records
 
 def collection_for_path(name: str) -> str | None:
@@ -451,7 +447,7 @@ _IDENTITY_FIELDS = {name: tuple(RENAMES.get(key, key) for key in keys) for name,
 def event_from_record(record: dict[str, Any], name: str | None = None, *, check: bool = True,
                       collection: str | None = None) -> Event:
     """A provenance record -> its event (raises RecordError). The record's values are kept as they are."""
-    from .event import Event
+    from streamer.events.event import Event
 
     if name is None:
         name = classify(record, collection)

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from .chimbuko import MODELS, NAMES, PREFIX, RECORD_KEYS, TEXT_FIELDS, RecordError, event_from_record
+from streamer.events.chimbuko import MODELS, NAMES, PREFIX, RECORD_KEYS, TEXT_FIELDS, RecordError, event_from_record
 
 if TYPE_CHECKING:
-    from .event import Event
+    from streamer.events.event import Event
 
 def from_json_object(obj: dict[str, Any]) -> Event:
     """A chimbuko event in streamer's JSON form (`event`, `event_id`, `event_label`, ...) -> Event."""

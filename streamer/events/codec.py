@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from . import jsonenc
-from .event import Event
+from streamer.events import jsonenc
+from streamer.events.event import Event
 
 
 class JSONLineCodec:

@@ -3,8 +3,8 @@
 `Event` is deliberately slim (name, typed fields, stable id): the hot path of a
 million-event load cannot afford a pydantic validation per event, so fields
 are typed by converters compiled once per event name from the schema table
-(`schema.py`, which also builds the pydantic models). `Event.model()` gives the
-full pydantic model for callers that want it; `validate_event` runs it.
+(`schema.py`, which also builds the pydantic models). `registry.model_of(event)`
+gives the full pydantic model for callers that want it.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 
-from . import canonical, native, schema
+from streamer.events import canonical, native, schema
 
 log = logging.getLogger(__name__)
 
@@ -333,16 +333,6 @@ class Event:
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.fields.get(key, default)
-
-    def model(self) -> Any:
-        """The validated pydantic model of this event (raises pydantic.ValidationError)."""
-        if self.name.startswith("chimbuko."):  # a provenance record: its own models
-            from .chimbuko import model, record_of
-
-            return model(self.name, record_of(self))
-        from .models import model_for
-
-        return model_for(self.name).model_validate(self.fields)
 
     def __eq__(self, other: object) -> bool:
         return (

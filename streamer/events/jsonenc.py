@@ -14,10 +14,10 @@ from typing import Any, Sequence
 
 import orjson
 
-from . import legacy, native, schema
-from .canonical import wide_json
-from .event import ID_FIELD, Event, FieldError, verify_id
-from .registry import note_unknown
+from streamer.events import legacy, native, schema
+from streamer.events.canonical import wide_json
+from streamer.events.event import ID_FIELD, Event, FieldError, verify_id
+from streamer.events.registry import note_unknown
 
 JSON_ID_KEY = "event_id"
 
@@ -139,7 +139,7 @@ def from_dict(obj: dict[str, Any]) -> Event:
     if not isinstance(name, str) or not name:
         raise JSONError(NO_EVENT)
     if name.startswith(schema.PROVENANCE):  # provenance records: their own schema
-        from . import chimbuko, chimbuko_forms  # on first use: their pydantic models cost start-up time
+        from streamer.events import chimbuko, chimbuko_forms  # on first use: their pydantic models cost start-up time
 
         try:
             return chimbuko_forms.from_json_object(obj)

@@ -14,8 +14,8 @@ from typing import Annotated, Any, ClassVar, Literal, Optional, Union
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, create_model
 
-from . import schema
-from .event import FieldError, parse_ts
+from streamer.events import schema
+from streamer.events.event import FieldError, parse_ts
 
 
 def _ts_before(value: Any) -> Any:

@@ -1,7 +1,7 @@
 """The native codec of events, chosen once at import: the compiled `_codec`, or none.
 
 `CODEC` is the C extension built from `_codec.c` when it is there and
-`STREAMER_PURE_PYTHON` is not set (streamer.compiled), else None and every
+`STREAMER_PURE_PYTHON` is not set (streamer.util.compiled), else None and every
 caller runs its Python code. It is an accelerator only: each function returns
 None (or counts what it left) for anything it does not handle, and the Python
 modules (bp.py, jsonenc.py, canonical.py) decide those and stay the one
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Protocol, cast
 
-from ..compiled import fast_module
+from streamer.util.compiled import fast_module
 
 
 class NativeCodec(Protocol):

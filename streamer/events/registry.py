@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from . import schema
+from streamer.events import schema
 
 log = logging.getLogger("streamer.events")
 
@@ -29,12 +29,24 @@ def note_unknown(name: str) -> None:
         log.warning("unknown event name %s: passed through as a generic event", name)
 
 
+def model_of(event: Any) -> Any:
+    """The validated pydantic model of `event` (raises pydantic.ValidationError): a provenance record's own
+    model for `chimbuko.*`, the Stampede model of its name otherwise."""
+    if event.name.startswith("chimbuko."):
+        from streamer.events.chimbuko import model, record_of
+
+        return model(event.name, record_of(event))
+    from streamer.events.models import model_for
+
+    return model_for(event.name).model_validate(event.fields)
+
+
 def __getattr__(attribute: str) -> Any:
     if attribute in ("MODELS", "GenericEvent", "StampedeEvent", "model_for"):
-        from . import models
+        from streamer.events import models
 
         return getattr(models, attribute)
     raise AttributeError(f"module {__name__!r} has no attribute {attribute!r}")
 
 
-__all__ = ["MODELS", "GenericEvent", "StampedeEvent", "model_for", "is_known", "note_unknown", "schema"]
+__all__ = ["MODELS", "GenericEvent", "StampedeEvent", "model_for", "model_of", "is_known", "note_unknown", "schema"]

@@ -20,7 +20,7 @@ __all__ = ["WorkflowSource"]
 
 def __getattr__(name: str) -> Any:
     if name == "WorkflowSource":
-        from .source import WorkflowSource
+        from streamer.monitor.source import WorkflowSource
 
         return WorkflowSource
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -31,9 +31,9 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 import orjson
 
-from .tracker import Tracker
-from .engine.events import type_raw
-from .engineopts import DEFAULT, EngineOptions
+from streamer.monitor.tracker import Tracker
+from streamer.monitor.engine.events import type_raw
+from streamer.monitor.engineopts import DEFAULT, EngineOptions
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -387,7 +387,7 @@ def serve() -> int:
         try:
             if op == "open":
                 options, level = args
-                from ..runtime import log_to_stderr, tune_gc
+                from streamer.util.runtime import log_to_stderr, tune_gc
 
                 log_to_stderr(level)
                 tune_gc()  # as the parent: the engine's state lives for the whole run (~4% of a replay's parsing)

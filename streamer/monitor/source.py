@@ -28,14 +28,14 @@ from typing import Any, AsyncIterator
 
 import orjson
 
-from ..atomic import write_atomically
-from ..core.dbnaming import default_db_url
-from ..sources.base import Batch, Source
-from ..statedir import resume_refusal
-from .parsers import braindump, plaindag
-from .engineopts import DEFAULT, EngineOptions
-from .runner import SNAPSHOT_INTERVAL, ProcessRunner, Step, ThreadRunner, make_runner
-from .tracker import READ_SIZE
+from streamer.util.atomic import write_atomically
+from streamer.monitor.submitdir import default_db_url
+from streamer.sources.base import Batch, Source
+from streamer.config.statedir import resume_refusal
+from streamer.monitor.parsers import braindump, plaindag
+from streamer.monitor.engineopts import DEFAULT, EngineOptions
+from streamer.monitor.runner import SNAPSHOT_INTERVAL, ProcessRunner, Step, ThreadRunner, make_runner
+from streamer.monitor.tracker import READ_SIZE
 
 log = logging.getLogger("streamer.monitor")
 

@@ -15,11 +15,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..limits import MAX_LINE
-from .parsers import plaindag
-from .parsers.dagman import BadTime, LineParser
-from .engine.workflow import Workflow, WorkflowError
-from .engineopts import DEFAULT, EngineOptions
+from streamer.util.limits import MAX_LINE
+from streamer.monitor.parsers import plaindag
+from streamer.monitor.parsers.dagman import BadTime, LineParser
+from streamer.monitor.engine.workflow import Workflow, WorkflowError
+from streamer.monitor.engineopts import DEFAULT, EngineOptions
 
 log = logging.getLogger(__name__)
 

@@ -46,7 +46,7 @@ def parse_zone(name: str) -> tzinfo:
 
 def recorded_offset(submit_dir: str | Path) -> str | None:
     """The UTC offset (`-08:00`) in braindump's `timestamp`, None without a braindump or a readable one."""
-    from .parsers import braindump
+    from streamer.monitor.parsers import braindump
 
     try:
         stamp = str(braindump.load(submit_dir).get("timestamp") or "")

@@ -13,19 +13,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..config import ConfigError, EndpointSpec, normalise_url
-from ..core.dbnaming import default_db_url
-from ..runtime import MaskingFormatter, run
-from ..urls import mask
-from . import files, options, properties, stats
+from streamer.config.settings import ConfigError, EndpointSpec, normalise_url
+from streamer.monitor.submitdir import default_db_url
+from streamer.util.runtime import log_to, run
+from streamer.util.urls import mask
+from streamer.monitord import files, options, properties, stats
+from streamer.util.exitcodes import Exit
 
 if TYPE_CHECKING:
-    from ..endpoints.base import Endpoint
+    from streamer.endpoints.base import Endpoint
 
 log = logging.getLogger("streamer.monitord")
 
 LEVELS = [logging.ERROR, logging.WARNING, logging.INFO, logging.DEBUG]
-DAGMAN_GONE = 42
+DAGMAN_GONE = Exit.DAGMAN_GONE
 """monitord's exit code when DAGMan died without writing its exit line."""
 WATCH_INTERVAL = 2.0
 _PID_LINE = re.compile(rb"\*\* PID = (\d+)\s*$", re.MULTILINE)
@@ -62,13 +63,7 @@ def setup_logging(run_dir: Path, opts: options.Options) -> None:
     elif opts.condor_daemon and not files.stderr_is(log_path):
         files.rotate(log_path)
         stream = open(log_path, "a", buffering=1, encoding="utf-8")
-    handler = logging.StreamHandler(stream)
-    handler.setFormatter(MaskingFormatter("%(asctime)s:%(name)s:%(levelname)s: %(message)s"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level)
-    logging.getLogger("aio_pika").setLevel(max(level, logging.WARNING))
-    logging.getLogger("aiormq").setLevel(max(level, logging.ERROR))
+    log_to(stream, level, "%(asctime)s:%(name)s:%(levelname)s: %(message)s")
 
 
 def _shift_level(step: int) -> None:
@@ -97,7 +92,7 @@ def make_plan(argv: list[str], *, home: str | None = None) -> Plan | int:
     if not run_dir.is_dir():
         sys.stderr.write(f"streamer monitord: error: run directory {run_dir} does not exist\n")
         return 1
-    from ..monitor.parsers import braindump
+    from streamer.monitor.parsers import braindump
 
     try:
         params = braindump.load(run_dir)
@@ -175,7 +170,7 @@ def _notifications(plan: Plan) -> None:
 
 def engine_options(plan: Plan) -> Any:
     """What -a, -j, -o, --skip-stdout, --keep-state and -S change in the monitor engine."""
-    from ..monitor.engineopts import JOBSTATE_LOG, EngineOptions
+    from streamer.monitor.engineopts import JOBSTATE_LOG, EngineOptions
 
     opts = plan.opts
     return EngineOptions(adjust=opts.adjust, jobstate_name=opts.jsd or JOBSTATE_LOG, output_dir=opts.output_dir,
@@ -262,9 +257,9 @@ class Watch:
 
 
 async def run_plan(plan: Plan) -> int:
-    from ..monitor import markers
-    from ..monitor.source import WorkflowSource
-    from ..pipeline import print_summary, run_pipeline
+    from streamer.monitor import markers
+    from streamer.monitor.source import WorkflowSource
+    from streamer.run.pipeline import print_summary, run_pipeline
 
     opts = plan.opts
     out_dir = Path(opts.output_dir) if opts.output_dir else plan.run_dir
@@ -279,8 +274,8 @@ async def run_plan(plan: Plan) -> int:
     extra: list[tuple[Endpoint, EndpointSpec]] = []
     notifier = None
     if plan.notifications:
-        from .notifier import NotificationEndpoint, bin_dir
-        from .notify import Matcher
+        from streamer.monitord.notifier import NotificationEndpoint, bin_dir
+        from streamer.monitord.notify import Matcher
 
         env = {}
         found = bin_dir(plan.bindir)
@@ -291,7 +286,7 @@ async def run_plan(plan: Plan) -> int:
                                         timeout=plan.notifications_timeout, extra_env=env)
         extra.append((notifier, EndpointSpec(url=notifier.url.raw, events=notifier.default_events)))
     if plan.master_url:
-        from .dashboard import dashboard_endpoint
+        from streamer.monitord.dashboard import dashboard_endpoint
 
         dashboard = dashboard_endpoint(plan.master_url, replay=opts.replay,
                                        db_url=plan.endpoints[0].url if plan.endpoints else None)

@@ -17,10 +17,10 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 
-from ..config import EndpointSpec
-from ..endpoints.base import Endpoint, EndpointError
-from ..events import Event
-from ..urls import EndpointURL, mask
+from streamer.config.settings import EndpointSpec
+from streamer.endpoints.base import Endpoint, EndpointError
+from streamer.events import Event
+from streamer.util.urls import EndpointURL, mask
 
 log = logging.getLogger("streamer.monitord")
 
@@ -72,7 +72,7 @@ class DashboardEndpoint(Endpoint):
         else:
             import asyncpg
 
-            from ..endpoints.postgres import _ensure_schema
+            from streamer.endpoints.db.postgres import _ensure_schema
 
             self._conn = await asyncpg.connect(self.url.base.replace("postgres://", "postgresql://", 1), timeout=30)
             await _ensure_schema(self._conn, self.name)
@@ -81,7 +81,7 @@ class DashboardEndpoint(Endpoint):
         import sqlite3
         from pathlib import Path
 
-        from ..endpoints.sqlite import _ensure_schema, sqlite_path
+        from streamer.endpoints.db.sqlite import _ensure_schema, sqlite_path
 
         path = Path(sqlite_path(self.url))
         path.parent.mkdir(parents=True, exist_ok=True)

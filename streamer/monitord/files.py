@@ -17,13 +17,15 @@ import os
 import time
 from pathlib import Path
 
+from streamer.util.exitcodes import Exit
+
 log = logging.getLogger("streamer.monitord")
 
 PID_FILE = "monitord.pid"
 LOG_FILE = "monitord.log"
 DONE_FILE = "monitord.done"
 MAX_ROTATIONS = 1000
-PID_IN_USE = 43
+PID_IN_USE = Exit.PID_IN_USE
 """monitord's exit code when another instance holds the pid file."""
 
 

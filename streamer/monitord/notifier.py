@@ -23,11 +23,11 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from ..endpoints.base import Endpoint
-from ..events import Event
-from ..urls import EndpointURL
-from .files import isodate
-from .notify import WATCHED, Matcher, Notification
+from streamer.endpoints.base import Endpoint
+from streamer.events import Event
+from streamer.util.urls import EndpointURL
+from streamer.monitord.files import isodate
+from streamer.monitord.notify import WATCHED, Matcher, Notification
 
 log = logging.getLogger("streamer.monitord")
 

@@ -34,10 +34,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..events import Event
-from ..limits import iter_lines
-from ..monitor.parsers import braindump
-from .files import isodate
+from streamer.events import Event
+from streamer.util.limits import iter_lines
+from streamer.monitor.parsers import braindump
+from streamer.monitord.files import isodate
 
 log = logging.getLogger("streamer.monitord")
 

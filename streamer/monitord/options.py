@@ -14,6 +14,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import NoReturn
 
+from streamer.util.exitcodes import help_block
+
 log = logging.getLogger("streamer.monitord")
 
 ENCODINGS = ("bp", "json", "bson")
@@ -51,9 +53,7 @@ resume state and exit 1 (monitord's code for SIGINT); repeated signals do not
 cut that short. SIGUSR1/SIGUSR2 raise/lower the log level, SIGHUP and SIGABRT
 are logged and ignored.
 
-exit codes (monitord's): 0 the workflow ended (whatever DAGMan's status);
-1 stopped by a signal, an endpoint failed, or bad input; 42 DAGMan died
-without writing its exit line; 43 another monitor holds monitord.pid.
+""" + help_block("monitord").replace("exit codes:", "exit codes (monitord's):") + """
 
 examples:
   streamer monitord -N run0001/diamond-0.dag.dagman.out        # as pegasus-dagman runs it

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from ..config import ConfigError, EndpointSpec, normalise_url
-from ..core.options import OptionError, parse_bool
-from ..urls import mask
+from streamer.config.settings import ConfigError, EndpointSpec, normalise_url
+from streamer.core.options import OptionError, parse_bool
+from streamer.util.urls import mask
 
 _WORKFLOW_URL = re.compile(r"^pegasus\.catalog\.workflow\.([^.]+)\.url$")
 
@@ -228,7 +228,7 @@ def timeout_options(props: Properties, name: str | None, scheme: str) -> dict[st
 
 
 def _check_url(props: Properties, key: str, url: str) -> str:
-    from ..endpoints import EndpointError, endpoint_class, unknown_scheme
+    from streamer.endpoints import EndpointError, endpoint_class, unknown_scheme
 
     try:
         url = normalise_url(url)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ..urls import mask
+from streamer.util.urls import mask
 
 log = logging.getLogger("streamer.monitord")
 

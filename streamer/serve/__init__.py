@@ -7,7 +7,7 @@ per-workflow endpoints (its SQLite DB, jobstate.log, ...) plus the shared ones
 crash from their checkpoints, and lets each go when its DAGMan exits.
 """
 
-from .config import ServeConfig, load_serve_config
-from .state import ServeState
+from streamer.serve.config import ServeConfig, load_serve_config
+from streamer.serve.state import ServeState
 
 __all__ = ["ServeConfig", "ServeState", "load_serve_config"]

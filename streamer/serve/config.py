@@ -17,13 +17,13 @@ Workflow templates may use `{submit_dir}`, `{dag}` (the .dag file's base name wi
 
 from __future__ import annotations
 
-import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..config import ConfigError, EndpointSpec, Settings, load_toml, normalise_url
+from streamer.config.statedir import user_state_dir
+from streamer.config.settings import ConfigError, EndpointSpec, Settings, load_toml, normalise_url
 
 SQLITE_DEFAULT = "sqlite"
 KNOWN_KEYS = {"watch", "metrics", "master_db", "master_poll", "workflow_dest", "jobstate", "state_dir", "timezone",
@@ -75,9 +75,7 @@ class ServeConfig:
     def default_state_dir(self) -> Path:
         if self.state_dir is not None:
             return self.state_dir
-        base = os.environ.get("STREAMER_STATE_DIR") or os.path.join(
-            os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state"), "streamer")
-        return Path(base) / "serve"
+        return user_state_dir() / "serve"
 
 
 def load_serve_config(args: Any, collect_endpoints: Any) -> ServeConfig:

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from ..monitor.parsers import braindump
-from ..monitor.source import STATE_FILE
-from ..urls import EndpointURL, mask
-from .watch import finished_dir
+from streamer.monitor.parsers import braindump
+from streamer.monitor.source import STATE_FILE
+from streamer.util.urls import EndpointURL, mask
+from streamer.serve.watch import finished_dir
 
 log = logging.getLogger("streamer.serve")
 
@@ -66,7 +66,7 @@ def complete_state(directory: str) -> bool:
 
 
 def _mark_done(directory: str) -> None:
-    from ..monitor import markers
+    from streamer.monitor import markers
 
     try:
         moment = os.path.getmtime(os.path.join(directory, STATE_FILE))
@@ -105,7 +105,7 @@ class MasterDBPoller:
     async def _new_rows(self) -> list[tuple[int, str]]:
         query = "SELECT wf_id, submit_dir FROM master_workflow WHERE wf_id > {} ORDER BY wf_id"
         if self.url.scheme == "sqlite":
-            from ..endpoints.sqlite import sqlite_path
+            from streamer.endpoints.db.sqlite import sqlite_path
 
             path = sqlite_path(self.url)
             return await asyncio.to_thread(_sqlite_rows, path, query.format("?"), self.last_id)

@@ -9,12 +9,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, AsyncIterator
 
-from ..monitor import markers
-from ..monitor.source import WorkflowSource
-from ..pipeline import run_pipeline
-from ..sources.base import Batch
-from .config import ServeConfig
-from .discovery import Found
+from streamer.monitor import markers
+from streamer.monitor.source import WorkflowSource
+from streamer.run.pipeline import run_pipeline
+from streamer.sources.base import Batch
+from streamer.serve.config import ServeConfig
+from streamer.serve.discovery import Found
 
 log = logging.getLogger("streamer.serve")
 

@@ -13,12 +13,12 @@ databases drop re-sent rows by natural key, AMQP consumers by `message_id`.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Sequence
+from typing import Sequence
 
-from ..config import EndpointSpec
-from ..endpoints import create_endpoint
-from ..endpoints.base import Endpoint
-from ..events import Event
+from streamer.config.settings import EndpointSpec
+from streamer.endpoints import create_endpoint
+from streamer.endpoints.base import Endpoint
+from streamer.events import Event
 
 
 class SharedEndpoint:
@@ -70,7 +70,3 @@ class SharedRoute(Endpoint):
 
     async def close(self) -> None:
         self.shared.users -= 1
-
-    @property
-    def unencodable_total(self) -> Any:
-        return self.shared.endpoint.unencodable

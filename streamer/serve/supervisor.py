@@ -24,14 +24,14 @@ from typing import Any, Callable
 
 import orjson
 
-from ..atomic import write_atomically
-from ..config import ConfigError
-from .config import ServeConfig
-from .discovery import MasterDBPoller, classify
-from .follower import Followed, follow
-from .shared import SharedEndpoint
-from .state import ServeState
-from .watch import TreeWatcher
+from streamer.util.atomic import write_atomically
+from streamer.config.settings import ConfigError
+from streamer.serve.config import ServeConfig
+from streamer.serve.discovery import MasterDBPoller, classify
+from streamer.serve.follower import Followed, follow
+from streamer.serve.shared import SharedEndpoint
+from streamer.serve.state import ServeState
+from streamer.serve.watch import TreeWatcher
 
 log = logging.getLogger("streamer.serve")
 
@@ -81,7 +81,7 @@ class Supervisor:
         self._lock()  # after the handlers: whoever sees the lock held may signal this process
         try:
             if self.config.metrics:  # one exporter for every workflow's bus (metrics.py)
-                from ..metrics import start_exporter
+                from streamer.run.metrics import start_exporter
 
                 self.exporter = await start_exporter(self.config.metrics,
                                                      workflows=lambda: len(self.state.active_workflows()))
@@ -291,7 +291,7 @@ async def run_serve(config: ServeConfig, reload: Callable[[], ServeConfig] | Non
 
 
 def describe(config: ServeConfig) -> list[str]:
-    from ..urls import mask
+    from streamer.util.urls import mask
 
     lines = [f"watch: {root}" for root in config.roots]
     if config.master_db:

@@ -13,7 +13,7 @@ import abc
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
-from ..events import Event
+from streamer.events import Event
 
 
 @dataclass

@@ -19,10 +19,10 @@ from typing import Any, AsyncIterator, Callable, Sequence
 
 import orjson
 
-from ..atomic import write_atomically
-from ..events import Event, bp, chimbuko, jsonenc
-from .base import Batch, Source, SourceError
-from .follow import Chunk, FileFollower, FilePosition
+from streamer.util.atomic import write_atomically
+from streamer.events import Event, bp, chimbuko, jsonenc
+from streamer.sources.base import Batch, Source, SourceError
+from streamer.sources.follow import Chunk, FileFollower, FilePosition
 
 log = logging.getLogger("streamer.source")
 

@@ -25,7 +25,7 @@ from typing import AsyncIterator
 
 import aiofiles
 
-from ..limits import MAX_LINE
+from streamer.util.limits import MAX_LINE
 
 log = logging.getLogger("streamer.follow")
 

@@ -35,10 +35,10 @@ from typing import Any, AsyncIterator, Sequence
 
 import orjson
 
-from ..events import Event, chimbuko, jsonenc
-from .base import Batch
-from .eventfile import EventFileSource, InputError
-from .follow import FileFollower, FilePosition
+from streamer.events import Event, chimbuko, jsonenc
+from streamer.sources.base import Batch
+from streamer.sources.eventfile import EventFileSource, InputError
+from streamer.sources.follow import FileFollower, FilePosition
 
 LINES, DOCUMENTS, ARRAY, IN_ARRAY = "lines", "documents", "array", "in-array"
 """Reading states: JSON lines; documents at top level; before an array's `[`; inside an array."""

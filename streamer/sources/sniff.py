@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .eventfile import decode_line
+from streamer.sources.eventfile import decode_line
 
 SAMPLE = 5
 """Non-blank lines looked at: if none of them is an event, the file is refused."""

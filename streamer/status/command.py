@@ -24,13 +24,13 @@ import tempfile
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable
 
-from ..config import ConfigError
-from ..core.filters import EventFilter
-from ..urls import mask
-from .counts import document
-from .progress import SubmitDirProgress
-from .text import DagRow, View, plain_report, tracker_jobs, tracker_rows
-from .tracker import StatusTracker
+from streamer.config.settings import ConfigError
+from streamer.core.filters import EventFilter
+from streamer.util.urls import mask
+from streamer.events.tally.counts import document
+from streamer.status.progress import SubmitDirProgress
+from streamer.status.text import DagRow, View, plain_report, tracker_jobs, tracker_rows
+from streamer.events.tally.tracker import StatusTracker
 
 log = logging.getLogger("streamer.status")
 RESCAN_EVERY = 5
@@ -119,7 +119,7 @@ class SubmitDirStatus(StatusSource):
         self.polls += 1
 
     def monitor(self, follow: bool) -> Any:
-        from ..monitor.source import WorkflowSource
+        from streamer.monitor.source import WorkflowSource
 
         scratch = Path(tempfile.mkdtemp(prefix="streamer-status-"))
         return WorkflowSource(self.path, follow=follow, timezone=self.timezone, write_jobstate=False,
@@ -153,7 +153,7 @@ class EventFileStatus(StatusSource):
         self.path = path
 
     def source(self, follow: bool) -> Any:
-        from ..sources.eventfile import EventFileSource
+        from streamer.sources.eventfile import EventFileSource
 
         return EventFileSource([self.path], follow=follow, report=self.report)
 
@@ -169,7 +169,7 @@ class AMQPStatus(StatusSource):
 
     def source(self) -> Any:
         try:
-            from ..sources.amqp import AMQPSource
+            from streamer.sources.amqp.tail import AMQPSource
         except ImportError as exc:  # pragma: no cover - aio-pika is a dependency
             raise ConfigError(f"AMQP is not available: {exc}") from None
         return AMQPSource(self.url, events=None if self.events in (None, "*") else self.events, queue=self.queue)
@@ -329,7 +329,7 @@ async def run_status(args: Any) -> int:
         else:
             sys.stdout.write(plain_report(status.view(), long=args.long))
         return 0
-    from .live import make_display
+    from streamer.status.live import make_display
 
     display = make_display(sys.stdout, long=args.long, interval=args.interval)
     with display:

@@ -18,8 +18,8 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from .counts import FAILURE, SUCCESS
-from .text import View, _duration, plain_report, status_line
+from streamer.events.tally.counts import FAILURE, SUCCESS
+from streamer.status.text import View, _duration, plain_report, status_line
 
 _STATE_STYLE = {SUCCESS: "bold green", FAILURE: "bold red"}
 

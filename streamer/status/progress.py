@@ -23,7 +23,7 @@ import os
 import re
 from pathlib import Path
 
-from .counts import FAILURE, RUNNING, SUCCESS, DagCounts
+from streamer.events.tally.counts import FAILURE, RUNNING, SUCCESS, DagCounts
 
 SUFFIX = ".dag.dagman.out"
 _DAG_STATUS = re.compile(r"\d\d/\d\d/\d\d\ \d\d:\d\d:\d\d DAG status")

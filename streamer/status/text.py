@@ -6,8 +6,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .counts import DagCounts, summary, totals
-from .tracker import LABELS, Failure, StatusTracker
+from streamer.events.tally.counts import DagCounts, summary, totals
+from streamer.events.tally.tracker import LABELS, Failure, StatusTracker
 
 
 @dataclass

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .generate import generate
-from .spec import SCENARIOS
+from streamer.synth.generate import generate
+from streamer.synth.spec import SCENARIOS
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 
-from .spec import (EVICTED, FAIL, HELD, HELD_ABORT, OK, POST_FAIL, PRE_FAIL, SUBMIT_FAIL, Job,
+from streamer.synth.spec import (EVICTED, FAIL, HELD, HELD_ABORT, OK, POST_FAIL, PRE_FAIL, SUBMIT_FAIL, Job,
                    Plan)
 
 CYCLE = 5

@@ -11,7 +11,7 @@ import json
 import time
 from pathlib import Path
 
-from .spec import JOB_TYPES, Job, Plan
+from streamer.synth.spec import JOB_TYPES, Job, Plan
 
 PEGASUS_VERSION = "5.0.5"
 BIN = "/opt/pegasus/5.0.5/bin"

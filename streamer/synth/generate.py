@@ -7,11 +7,11 @@ import random
 import time
 from pathlib import Path
 
-from . import files
-from .dagman import Attempt, Run, Simulator
-from .kickstart import (Record, cluster_summary_line, cluster_task_line, iso, multipart_integrity,
+from streamer.synth import files
+from streamer.synth.dagman import Attempt, Run, Simulator
+from streamer.synth.kickstart import (Record, cluster_summary_line, cluster_task_line, iso, multipart_integrity,
                         xml_record, yaml_record)
-from .spec import HELD_ABORT, OK, Job, Plan, build_plan
+from streamer.synth.spec import HELD_ABORT, OK, Job, Plan, build_plan
 
 USER = "synth"
 START = 1700000000.0  # 2023-11-14T22:13:20Z; a fixed origin keeps output reproducible

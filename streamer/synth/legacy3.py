@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from ..events import Event, bp
-from ..events.legacy import JOB_TYPES, STATE_EVENTS
+from streamer.events import Event, bp
+from streamer.events.legacy import JOB_TYPES, STATE_EVENTS
 
 _JOB_TYPES_3X = {"unknown": "unassigned", "stage-in-tx": "stage-in", "stage-out-tx": "stage-out",
                  "registration": "replica-reg", "inter-site-tx": "inter-site", "create-dir": "create dir",

@@ -15,7 +15,7 @@ import os
 import re
 from pathlib import Path
 
-from ..monitor.parsers import braindump
+from streamer.monitor.parsers import braindump
 
 MONITORD = ("start", "at_end", "on_error", "on_success", "all")
 PLANNER = ("start", "end", "error", "success", "all")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from streamer.cli import main
+from streamer.cli.main import main
 from streamer.synth import generate
 
 

@@ -1,4 +1,4 @@
-"""`streamer demo`: the README's first set-up command, on the bundled example."""
+"""`streamer demo`: the README's first set-up command (docs/guide/demo.md), on the bundled example."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from streamer.cli import main
+from streamer.cli.main import main
 from streamer.endpoints import create_endpoint
 from streamer.events import Event, bp
 
@@ -171,7 +171,7 @@ def test_item1_the_refusal_names_the_source_line(pg_db: str, corpus: Path, tmp_p
     assert done.returncode == 0, done.stderr
     refused = [line for line in done.stderr.splitlines() if "rejected event" in line]
     assert len(refused) == 1, done.stderr
-    assert f"rejected event stampede.job_inst.main.end (id " in refused[0]
+    assert "rejected event stampede.job_inst.main.end (id " in refused[0]
     assert f", {data}:{number}): job_instance.exitcode = 1099511627776 does not fit the column" in refused[0]
 
 
@@ -223,7 +223,7 @@ def test_item2_a_replay_to_other_endpoints_after_an_interrupted_one_gets_every_e
 
 def test_item2_resume_is_asked_for_said_and_tied_to_the_same_endpoints(tmp_path: Path, capsys) -> None:
     from streamer.synth import generate
-    from streamer.urls import mask
+    from streamer.util.urls import mask
 
     submit = generate(tmp_path / "wf", jobs=6, seed=3)
     reference = tmp_path / "ref.bp"
@@ -254,8 +254,8 @@ def test_item2_resume_is_asked_for_said_and_tied_to_the_same_endpoints(tmp_path:
 def test_item2_a_dagman_jobstate_log_resumes_like_a_submit_dir(tmp_path: Path, capsys) -> None:
     """`streamer replay PATH/jobstate.log`: its resume state is tied to the endpoints it was delivered to,
     a replay starts clean unless --resume, and a resume says from which line."""
-    from streamer.sources.jobstate import JobstateSource
-    from streamer.synth.dagjobstate import write_plain_dag
+    from streamer.monitor.plain.jobstate import JobstateSource
+    from tests.support.dagjobstate import write_plain_dag
 
     log = write_plain_dag(tmp_path)
     lines = log.read_text().splitlines(keepends=True)

@@ -6,41 +6,37 @@ import subprocess
 from pathlib import Path
 
 from streamer.synth import generate
-from streamer.synth.dagjobstate import write_plain_dag
-
-
-def _run(python: str, *args: str) -> None:
-    run = subprocess.run([python, "-m", "streamer", *args, "-q"], capture_output=True, text=True)
-    assert run.returncode == 0, run.stderr
+from tests.support.dagjobstate import write_plain_dag
+from tests.support.commands import streamer
 
 
 def test_replay_overwrites_a_file_endpoint_unless_asked_to_append(tmp_path: Path, python: str) -> None:
     directory = generate(tmp_path / "wf", jobs=3, seed=5)
     out = tmp_path / "out.bp"
     out.write_text("ts=2020-01-01T00:00:00Z event=stampede.xwf.meta level=Info key=old value=line\n")
-    _run(python, "replay", str(directory), "--dest", str(out), "--timezone", "UTC")
+    streamer("replay", str(directory), "--dest", str(out), "--timezone", "UTC", "-q", check=True)
     once = out.read_text()
     assert "key=old" not in once and once.count("\n") > 20
-    _run(python, "replay", str(directory), "--dest", str(out), "--timezone", "UTC")
+    streamer("replay", str(directory), "--dest", str(out), "--timezone", "UTC", "-q", check=True)
     assert out.read_text() == once  # replaced, not doubled
-    _run(python, "replay", str(directory), "--dest", f"file://{out}?mode=append", "--timezone", "UTC")
+    streamer("replay", str(directory), "--dest", f"file://{out}?mode=append", "--timezone", "UTC", "-q", check=True)
     assert out.read_text() == once + once
-    _run(python, "replay", str(directory), "--dest", str(out), "--append", "--timezone", "UTC")
+    streamer("replay", str(directory), "--dest", str(out), "--append", "--timezone", "UTC", "-q", check=True)
     assert out.read_text() == once * 3
-    _run(python, "replay", str(directory), "--dest", f"file://{out}?mode=truncate", "--timezone", "UTC")
+    streamer("replay", str(directory), "--dest", f"file://{out}?mode=truncate", "--timezone", "UTC", "-q", check=True)
     assert out.read_text() == once
 
 
 def test_load_and_follow_still_append(tmp_path: Path, python: str) -> None:
     log = write_plain_dag(tmp_path / "dag")
     out = tmp_path / "out.jsonl"
-    _run(python, "load", str(log), "--dest", str(out))
+    streamer("load", str(log), "--dest", str(out), "-q", check=True)
     once = out.read_text()
     assert once.count("\n") == 61
-    _run(python, "load", str(log), "--dest", str(out))
+    streamer("load", str(log), "--dest", str(out), "-q", check=True)
     assert out.read_text() == once + once
     # a replay of the same jobstate.log overwrites
-    _run(python, "replay", str(log), "--dest", str(out))
+    streamer("replay", str(log), "--dest", str(out), "-q", check=True)
     assert out.read_text() == once
 
 

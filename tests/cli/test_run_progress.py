@@ -63,8 +63,8 @@ def test_follow_shows_the_progress_line_and_ends_with_the_summary(tmp_path: Path
 
 def test_quiet_replay_feeds_no_status_view(tmp_path: Path, monkeypatch) -> None:
     """-q shows no progress line and no summary: the status view is not fed (a few % of a replay's CPU)."""
-    from streamer.cli import main
-    from streamer.status.tracker import StatusTracker
+    from streamer.cli.main import main
+    from streamer.events.tally.tracker import StatusTracker
 
     fed: list[int] = []
     monkeypatch.setattr(StatusTracker, "feed", lambda self, events: fed.append(len(list(events))))

@@ -7,8 +7,8 @@ import io
 import logging
 import sys
 
-from streamer import runtime
-from streamer.pipeline import Progress
+from streamer.util import runtime
+from streamer.run.pipeline import Progress
 
 
 async def _loop_module() -> str:

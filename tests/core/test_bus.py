@@ -12,7 +12,7 @@ from streamer.events.codec import JSON_LINES
 from streamer.endpoints.base import Endpoint, EndpointError
 from streamer.events import Event
 from streamer.sources.base import Batch, Source
-from streamer.urls import EndpointURL
+from streamer.util.urls import EndpointURL
 
 NAMES = ["stampede.xwf.start", "stampede.xwf.end", "stampede.xwf.map.subwf_job", "stampede.inv.start",
          "stampede.inv.end", "stampede.job_inst.main.end", "stampede.job_inst.image.info", "stampede.wf.plan"]

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from streamer.config import ConfigError, from_properties, load_toml, normalise_url, read_properties
+from streamer.config.settings import ConfigError, from_properties, load_toml, normalise_url, read_properties
 from streamer.core.filters import EventFilter, FilterError
-from streamer.urls import EndpointURL, mask
+from streamer.util.urls import EndpointURL, mask
 
 NAMES = ["stampede.xwf.start", "stampede.xwf.end", "stampede.xwf.map.subwf_job", "stampede.inv.start",
          "stampede.inv.end", "stampede.job_inst.main.end", "stampede.job_inst.image.info", "stampede.wf.plan"]

@@ -10,7 +10,7 @@ from streamer.events.codec import JSON_LINES
 from streamer.endpoints.base import Endpoint
 from streamer.events import Event
 from streamer.sources.base import Batch
-from streamer.urls import EndpointURL
+from streamer.util.urls import EndpointURL
 
 
 class Recorder(Endpoint):

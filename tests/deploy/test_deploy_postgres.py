@@ -29,7 +29,7 @@ import asyncpg
 import pytest
 
 from tests.conftest import PG_HOST, PG_PORT
-from tests.pghelp import admin
+from tests.support.pghelp import admin
 
 ROOT = Path(__file__).resolve().parents[2]
 INIT = ROOT / "deploy" / "postgres" / "init" / "10-roles.sh"
@@ -337,8 +337,6 @@ async def test_reader_cannot_write(stampede: Stampede) -> None:
 @pytest.fixture(scope="module")
 def loaded_by_streamer(golden: Path) -> Iterator[Stampede]:
     """`streamer load golden/*.bp --dest postgresql://` as the writer role of 10-roles.sh."""
-    if importlib.util.find_spec("streamer.endpoints.postgres") is None:
-        pytest.skip("streamer.endpoints.postgres is not written yet (database endpoint helper)")
     with provisioned() as (writer, reader):
         done = subprocess.run([sys.executable, "-m", "streamer", "load",
                                *[str(golden / f"{name}.bp") for name in GOLDEN], "--dest", writer, "-q"],

@@ -11,7 +11,6 @@ stable id.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import os
 import secrets
@@ -290,8 +289,6 @@ async def test_guest_has_no_access_to_the_vhost(deployment: Deployment) -> None:
 
 def test_streamer_load_fills_the_queue(purged: Deployment, golden: Path, python: str) -> None:
     """`streamer load` through the AMQP endpoint, exactly as a user runs it."""
-    if importlib.util.find_spec("streamer.endpoints.amqp") is None:
-        pytest.skip("streamer.endpoints.amqp is not written yet (AMQP endpoint helper)")
     files = [str(p) for p in sorted(golden.glob("*.bp"))]
     url = f"{purged.url('streamer')}/{EXCHANGE}?events=*"
     done = subprocess.run([python, "-m", "streamer", "load", *files, "--dest", url, "-q"],

@@ -18,14 +18,14 @@ from pamqp.header import ContentHeader
 from streamer.core.bus import Bus, make_route
 from streamer.events.codec import JSON_LINES
 from streamer.endpoints import EndpointError, create_endpoint
-from streamer.endpoints.amqp import MONITORD_EVENTS, AMQPEndpoint, parse_target, routing_key
-from streamer.endpoints.amqp_channel import content_header_frame
+from streamer.endpoints.amqp.endpoint import MONITORD_EVENTS, AMQPEndpoint, parse_target, routing_key
+from streamer.endpoints.amqp.channel import content_header_frame
 from streamer.events import Event, bp, jsonenc
-from streamer.sources.amqp import AMQPSource, binding_keys
+from streamer.sources.amqp.tail import AMQPSource, binding_keys
 from streamer.sources.base import Batch, SourceError
 from streamer.core.spool import Spool, SpoolError, SpoolFull
-from tests.amqphelp import Capture, Forwarder, unique
-from tests.eventcompare import WALL_CLOCK_EVENTS, differences
+from tests.support.amqphelp import Capture, Forwarder, unique
+from tests.support.eventcompare import WALL_CLOCK_EVENTS, differences
 
 GOLDEN_NAMES = ["hierarchical_wf_success", "process_wf_failure", "process_wf_success", "sample_wf_held"]
 
@@ -405,7 +405,7 @@ async def test_without_spool_an_unreachable_broker_fails_at_open(tmp_path: Path)
 def test_tls_options(tmp_path: Path) -> None:
     import ssl
 
-    from streamer.endpoints.amqp import tls_context
+    from streamer.endpoints.amqp.endpoint import tls_context
 
     strict = tls_context({})
     assert strict.verify_mode == ssl.CERT_REQUIRED and strict.check_hostname

@@ -22,7 +22,7 @@ import pytest
 
 from streamer.endpoints import create_endpoint
 from streamer.events import Event, bp
-from tests.amqphelp import unique
+from tests.support.amqphelp import unique
 from tests.conftest import AMQP_HOST, AMQP_PORT, unavailable
 
 pytestmark = [pytest.mark.rabbitmq, pytest.mark.corpus]

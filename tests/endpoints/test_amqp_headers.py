@@ -14,9 +14,9 @@ from pamqp.commands import Basic
 from pamqp.header import ContentHeader
 
 from streamer.endpoints import create_endpoint
-from streamer.endpoints.amqp_channel import content_header_frame, headers_table
+from streamer.endpoints.amqp.channel import content_header_frame, headers_table
 from streamer.events import Event, bp
-from tests.amqphelp import Capture, unique
+from tests.support.amqphelp import Capture, unique
 
 
 def test_content_header_with_headers_is_what_pamqp_encodes() -> None:

@@ -13,9 +13,9 @@ from pathlib import Path
 import aio_pika
 import pytest
 
-from tests.amqphelp import unique
+from tests.support.amqphelp import unique
 from tests.conftest import unavailable
-from streamer.cli import main
+from streamer.cli.main import main
 
 
 
@@ -84,7 +84,7 @@ def test_a_refused_permission_is_final_at_once_in_plain_words(limited_user, amqp
     url = f"amqp://{user}:{password}@{host}/%2F/{exchange}?spool={spool}&drain_timeout=120&retry_max=1"
     started = time.monotonic()
     try:
-        assert main(["load", str(source), "-q", "--dest", url]) == 1  # README: exit 1
+        assert main(["load", str(source), "-q", "--dest", url]) == 1  # docs/guide/amqp.md: exit 1
     finally:
         asyncio.run(_delete_exchange(amqp_url, exchange))
     assert time.monotonic() - started < 20

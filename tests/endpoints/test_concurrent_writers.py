@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from streamer.endpoints import create_endpoint
-from tests import dbcompare
-from tests.dbstream import batches, golden_events
+from tests.support import dbcompare
+from tests.support.dbstream import batches, golden_events
 from tests.endpoints.test_db import assert_same, golden_snapshot
-from tests.pghelp import pg_snapshot
+from tests.support.pghelp import pg_snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -18,13 +18,13 @@ from typing import Any, Sequence
 import pytest
 
 from streamer.endpoints import EndpointError, create_endpoint
-from streamer.endpoints.sqlite import default_path, sqlite_path
+from streamer.endpoints.db.sqlite import default_path, sqlite_path
 from streamer.events import Event
-from tests import dbcompare
-from tests.dbstream import NAMES, batches, golden_events, synthetic
-from tests.pghelp import pg_snapshot
+from tests.support import dbcompare
+from tests.support.dbstream import NAMES, batches, golden_events, synthetic
+from tests.support.pghelp import pg_snapshot
 
-asyncpg = pytest.importorskip("asyncpg")
+import asyncpg
 
 TESTS = Path(__file__).resolve().parents[1]
 
@@ -85,7 +85,7 @@ def test_sqlite_endpoints_share_a_few_writer_threads_one_call_at_a_time(tmp_path
     import threading
     import time
 
-    from streamer.endpoints.sqlite import WRITER_THREADS
+    from streamer.endpoints.db.sqlite import WRITER_THREADS
 
     count = 12
     threads: set[str] = set()
@@ -320,7 +320,7 @@ def test_sqlite_other_schema_version_is_refused(tmp_path: Path) -> None:
 
 
 def test_schema_check_explains_partial_databases() -> None:
-    from streamer.endpoints import stampede_schema as schema
+    from streamer.endpoints.db.schema import stampede as schema
 
     workflow_cols = list(schema.BY_NAME["workflow"].column_names)
     with pytest.raises(schema.SchemaMismatch, match="Stampede tables without a dbversion table: workflow"):

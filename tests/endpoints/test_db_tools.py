@@ -25,13 +25,12 @@ from pathlib import Path
 
 import pytest
 
-from streamer.endpoints.stampede_schema import WIDENED
-from tests.dbstream import NAMES, golden_events
+from streamer.endpoints.db.schema.stampede import WIDENED
+from tests.support.dbstream import NAMES, golden_events
 from tests.endpoints.test_db import load
-from tests.pghelp import fresh_database_sync
+from tests.support.pghelp import fresh_database_sync
 
-pytest.importorskip("Pegasus", reason="pegasus-wms (test extra) not installed")
-asyncpg = pytest.importorskip("asyncpg")
+import asyncpg
 
 pytestmark = pytest.mark.corpus
 
@@ -130,7 +129,7 @@ def test_tools_on_streamer_postgres_behave_as_on_monitord_postgres(
         assert proc.returncode == 0, proc.stderr[-2000:]
 
         ours_cols, theirs_cols = asyncio.run(_pg_columns(ours_dsn)), asyncio.run(_pg_columns(theirs_dsn))
-        # wider than Pegasus's INTEGER on purpose (README): bytes of memory do not fit 32 bits
+        # wider than Pegasus's INTEGER on purpose (docs/guide/databases.md): bytes of memory do not fit 32 bits
         assert sorted((t, c[0], c[1]) for t, cols in ours_cols.items() for c in cols if (t, c[0]) in WIDENED) == \
             [("host", "total_memory", "bigint"), ("invocation", "maxrss", "bigint")]
         for cols in (ours_cols, theirs_cols):

@@ -14,15 +14,15 @@ import asyncpg
 import orjson
 import pytest
 
-from streamer.config import EndpointSpec
+from streamer.config.settings import EndpointSpec
 from streamer.endpoints.base import Endpoint
-from streamer.endpoints.deadletter import DeadLetters
-from streamer.endpoints.resilience import Rejected
+from streamer.endpoints.layers.deadletter import DeadLetters
+from streamer.endpoints.layers.resilience import Rejected
 from streamer.events import bp, jsonenc
-from streamer.pipeline import build_endpoints, run_pipeline
+from streamer.run.pipeline import build_endpoints, run_pipeline
 from streamer.sources.base import Batch, Source
-from streamer.urls import EndpointURL
-from tests.pghelp import fresh_database_sync
+from streamer.util.urls import EndpointURL
+from tests.support.pghelp import fresh_database_sync
 
 XWF = "1e2a3b4c-0000-4000-8000-000000000001"
 

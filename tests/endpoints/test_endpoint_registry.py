@@ -46,7 +46,7 @@ def test_an_unknown_scheme_names_every_known_one() -> None:
 def test_a_scheme_imports_only_the_classes_up_to_its_own() -> None:
     """`file://` resolves without importing the AMQP or MySQL endpoints (or their drivers)."""
     code = ("import sys; from streamer.endpoints import endpoint_class; print(endpoint_class('file').__name__); "
-            "print(sorted(m for m in ('streamer.endpoints.amqp', 'streamer.endpoints.mysql', 'aio_pika', 'asyncmy') "
+            "print(sorted(m for m in ('streamer.endpoints.amqp.endpoint', 'streamer.endpoints.db.mysql', 'aio_pika', 'asyncmy') "
             "if m in sys.modules))")
     run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
@@ -54,7 +54,7 @@ def test_a_scheme_imports_only_the_classes_up_to_its_own() -> None:
 
 
 def test_a_registry_refuses_two_classes_claiming_a_scheme_and_a_class_without_one() -> None:
-    twice = Registry(("streamer.endpoints.postgres:PostgresEndpoint", "tests_registry_fixture:Postgres2"))
+    twice = Registry(("streamer.endpoints.db.postgres:PostgresEndpoint", "tests_registry_fixture:Postgres2"))
     sys.modules["tests_registry_fixture"] = fixture = type(sys)("tests_registry_fixture")
     try:
         from streamer.endpoints.base import Endpoint

@@ -32,10 +32,10 @@ import asyncpg
 import pytest
 
 from streamer.synth import generate, iter_dagman_chunks
-from tests import dbcompare
-from tests.amqphelp import unique
-from tests.ownservers import own_postgres, own_rabbitmq
-from tests.pghelp import pg_snapshot
+from tests.support import dbcompare
+from tests.support.amqphelp import unique
+from tests.support.ownservers import own_postgres, own_rabbitmq
+from tests.support.pghelp import pg_snapshot
 
 
 def follow_cmd(submit: Path, state: Path, *dests: str, follow: bool = True) -> list[str]:

@@ -13,17 +13,17 @@ from typing import Any, AsyncIterator
 import pytest
 
 from streamer.endpoints import create_endpoint
-from streamer.endpoints.mysql import MySQLEndpoint, parse_target
-from streamer.endpoints.stampede_schema import WIDENED
-from streamer.urls import EndpointURL
-from tests import dbcompare
-from tests.dbstream import NAMES, golden_events, synthetic
+from streamer.endpoints.db.mysql import MySQLEndpoint, parse_target
+from streamer.endpoints.db.schema.stampede import WIDENED
+from streamer.util.urls import EndpointURL
+from tests.support import dbcompare
+from tests.support.dbstream import NAMES, golden_events, synthetic
 from tests.endpoints.test_db import assert_same, golden_snapshot, load
 from tests.endpoints.test_db_tools import _copy_submit_dir
 from tests.monitor.test_replay_db import replay, without_total_memory
-from tests.pghelp import pg_snapshot
+from tests.support.pghelp import pg_snapshot
 
-asyncmy = pytest.importorskip("asyncmy")
+import asyncmy
 
 pytestmark = pytest.mark.mysql
 
@@ -116,7 +116,7 @@ async def test_schema_is_pegasus_own(mysql_server: str) -> None:
         assert made.returncode == 0, made.stderr
         a, b = await _describe(mysql_server, ours), await _describe(mysql_server, theirs)
         assert len(a["columns"]) > 150
-        # wider than Pegasus's INTEGER on purpose (README): BIGINT where Pegasus's own schema is too narrow
+        # wider than Pegasus's INTEGER on purpose (docs/guide/databases.md): BIGINT where Pegasus's own schema is too narrow
         assert sorted((t, c, k) for t, c, k, _, _ in a["columns"] if (t, c) in WIDENED) == \
             [("host", "total_memory", "bigint(20)"), ("invocation", "maxrss", "bigint(20)")]
         for side in (a, b):

@@ -13,10 +13,10 @@ from streamer.core.bus import Bus, make_route
 from streamer.events.codec import JSON_LINES
 from streamer.endpoints import create_endpoint
 from streamer.events import Event, chimbuko, jsonenc
-from streamer.sources.amqp import AMQPSource
+from streamer.sources.amqp.tail import AMQPSource
 from streamer.sources.base import Batch
 from streamer.synth.provenance import generate
-from tests.amqphelp import Capture, unique
+from tests.support.amqphelp import Capture, unique
 
 COLLECTIONS = generate(ranks=2, steps=3, per_step=5, seed=3)
 ALL = [(c, r) for c, records in COLLECTIONS.items() for r in records]

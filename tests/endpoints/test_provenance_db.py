@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 
-from streamer.endpoints import create_endpoint, provenance_schema
+from streamer.endpoints import create_endpoint
+from streamer.endpoints.db.schema import provenance as provenance_schema
 from streamer.events import Event, bp, chimbuko
 from streamer.synth.provenance import generate
 
-asyncpg = pytest.importorskip("asyncpg")
+import asyncpg
 
 COLLECTIONS = generate(ranks=4, steps=5, per_step=6, seed=5, algorithm="sstd")
 assert len(COLLECTIONS["normalexecs"]) >= provenance_schema.COPY_THRESHOLD  # the COPY path is taken
@@ -46,8 +47,8 @@ async def load(url: str, events: list[Event], size: int = 40) -> Any:
 
 
 def test_default_filters_take_provenance_records() -> None:
-    from streamer.endpoints.postgres import PostgresEndpoint
-    from streamer.endpoints.sqlite import SQLiteEndpoint
+    from streamer.endpoints.db.postgres import PostgresEndpoint
+    from streamer.endpoints.db.sqlite import SQLiteEndpoint
 
     assert PostgresEndpoint.default_events == SQLiteEndpoint.default_events == "stampede.*,chimbuko.*"
 

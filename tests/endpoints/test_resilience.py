@@ -1,4 +1,4 @@
-"""Transient faults of a database batch are retried (`streamer/endpoints/resilience.py`), on real servers.
+"""Transient faults of a database batch are retried (`streamer/endpoints/layers/resilience.py`), on real servers.
 
 - a real PostgreSQL deadlock between the endpoint and another session on shared replica-catalog rows:
   the server aborts the endpoint's transaction, the batch is written again, rows equal monitord's;
@@ -20,11 +20,11 @@ import asyncpg
 import pytest
 
 from streamer.endpoints import EndpointError, create_endpoint
-from streamer.endpoints.resilience import DEADLOCK, LOCK_TIMEOUT, RetryPolicy, RetryStats, TransientError, retrying
-from tests import dbcompare
-from tests.dbstream import golden_events
+from streamer.endpoints.layers.resilience import DEADLOCK, LOCK_TIMEOUT, RetryPolicy, RetryStats, TransientError, retrying
+from tests.support import dbcompare
+from tests.support.dbstream import golden_events
 from tests.endpoints.test_db import assert_same, golden_snapshot
-from tests.pghelp import pg_snapshot
+from tests.support.pghelp import pg_snapshot
 
 RC_EVENTS = ("stampede.rc.pfn", "stampede.rc.meta", "stampede.wf.map.file")
 

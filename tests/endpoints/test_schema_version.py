@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from streamer.synth.dagjobstate import write_plain_dag
+from tests.support.dagjobstate import write_plain_dag
 
 ADMIN = [sys.executable, "-m", "Pegasus.cli.pegasus-db-admin"]
 
@@ -62,8 +62,8 @@ def _sql(url: str, statement: str) -> list:
 async def _mysql(url: str, statement: str) -> list:
     import asyncmy
 
-    from streamer.endpoints.mysql import parse_target
-    from streamer.urls import EndpointURL
+    from streamer.endpoints.db.mysql import parse_target
+    from streamer.util.urls import EndpointURL
 
     t = parse_target(EndpointURL.parse(url))
     conn = await asyncmy.connect(host=t.host, port=t.port, user=t.user, database=t.database, autocommit=True)
@@ -132,7 +132,7 @@ def test_newer_schema_is_refused_with_the_downgrade_command(tmp_path: Path) -> N
     _sql(url, "INSERT INTO dbversion (version_number, version, version_timestamp) VALUES (15, '15.0', 0)")
     run = _replay(write_plain_dag(tmp_path / "dag"), url, "--upgrade-schema")
     assert run.returncode == 1
-    assert f"Stampede schema version 15 (written by a newer Pegasus) found" in run.stderr
+    assert "Stampede schema version 15 (written by a newer Pegasus) found" in run.stderr
     assert f"pegasus-db-admin downgrade -V 5.0.1 {url}" in run.stderr
 
 
@@ -148,8 +148,8 @@ def test_a_current_pegasus_database_is_written_as_is(tmp_path: Path) -> None:
 def test_one_schema_check_decides_for_every_dialect() -> None:
     """SQLite, PostgreSQL and MySQL run the SQL; the decisions are `SchemaCheck`'s, the same for all three."""
     from streamer.endpoints.base import EndpointError
-    from streamer.endpoints.schema_version import SchemaCheck
-    from streamer.endpoints.stampede_schema import BY_NAME, TABLES
+    from streamer.endpoints.db.schema.version import SchemaCheck
+    from streamer.endpoints.db.schema.stampede import BY_NAME, TABLES
 
     dbversion = {"dbversion": list(BY_NAME["dbversion"].column_names)}
     fresh = SchemaCheck("sqlite:///x.db", upgrade=False, dialect="sqlite")

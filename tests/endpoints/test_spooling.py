@@ -1,4 +1,4 @@
-"""The spooling layer (`streamer/endpoints/spooling.py`) around a PostgreSQL endpoint, on a cluster of the
+"""The spooling layer (`streamer/endpoints/layers/spooling.py`) around a PostgreSQL endpoint, on a cluster of the
 test's own (`ownservers.py`) that the test stops in the middle of a live `streamer follow`:
 
 - while the server is down streamer keeps reading: the batches go to the spool (it grows), the checkpoint
@@ -28,14 +28,14 @@ from typing import Callable, Iterator
 
 import pytest
 
-from tests import dbcompare
-from tests.amqphelp import Capture, Forwarder, unique
+from tests.support import dbcompare
+from tests.support.amqphelp import Capture, Forwarder, unique
 from tests.conftest import MYSQL_HOST, MYSQL_PORT, unavailable
-from tests.dbstream import golden_events
-from tests.ownservers import PgCluster, own_postgres
-from tests.pghelp import pg_snapshot
+from tests.support.dbstream import golden_events
+from tests.support.ownservers import PgCluster, own_postgres
+from tests.support.pghelp import pg_snapshot
 from streamer.endpoints import create_endpoint
-from streamer.endpoints.spooling import Spooling
+from streamer.endpoints.layers.spooling import Spooling
 from streamer.events import jsonenc
 from streamer.core.spool import Spool
 from streamer.synth import generate, iter_dagman_chunks

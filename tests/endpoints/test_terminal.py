@@ -6,7 +6,7 @@ import io
 
 from streamer.endpoints.terminal import TerminalEndpoint, pretty_line
 from streamer.events import bp
-from streamer.urls import EndpointURL
+from streamer.util.urls import EndpointURL
 
 RED, GREEN, YELLOW = "\x1b[1;31m", "\x1b[32m", "\x1b[1;33m"
 WF = "xwf.id=f84f05fc-a8d0-42b5-bac5-52d6f41a77e3"

@@ -12,9 +12,14 @@ from hypothesis import strategies as st
 
 from streamer.events import bp
 from tests.events.test_codecs import corpus_bp_files
-from tests.fuzz_targets import python_parse
+from tests.support.fuzz_targets import python_parse
+from tests.conftest import unavailable
+from tests.support.examples import examples
 
-fast = pytest.importorskip("streamer.events._codec", reason="compiled fast paths not built (no C compiler)")
+try:
+    from streamer.events import _codec as fast
+except ImportError:
+    unavailable("compiled fast paths not built (no C compiler)", module=True)
 
 
 def python_split(line: str) -> dict[str, str] | None:
@@ -73,7 +78,7 @@ def test_a_key_given_twice_is_an_error_not_the_last_value(line: str) -> None:
 LINE_TEXT = st.text(alphabet=st.sampled_from(list('ab=" \\\tnrt\x00\x1c\u00e9\x0b')), max_size=40)
 
 
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=examples(3000), deadline=None)
 @given(LINE_TEXT)
 def test_split_agrees_with_python_or_declines(line: str) -> None:
     got = fast.split_line(line)
@@ -90,7 +95,7 @@ VALUES = st.one_of(
 FIELDS = st.dictionaries(st.sampled_from(["ts", "level", "xwf.id", "job_inst.id", "argv", "k"]), VALUES)
 
 
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=examples(3000), deadline=None)
 @given(FIELDS)
 def test_format_agrees_with_python_or_declines(fields: dict) -> None:
     got = fast.format_fields("ts=x event=e level=Info", fields)
@@ -190,7 +195,7 @@ BP_VALUES = st.one_of(
 )
 
 
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=examples(3000), deadline=None)
 @given(st.lists(st.tuples(BP_KEYS, BP_VALUES), max_size=7))
 def test_parse_event_agrees_with_parse_line_or_declines(pairs: list) -> None:
     line = " ".join(f"{key}={value}" for key, value in pairs)

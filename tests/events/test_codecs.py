@@ -10,7 +10,7 @@ import pytest
 
 from streamer.events import Event, bp, format_ts, jsonenc, parse_ts
 from streamer.events.event import FieldError
-from tests.eventcompare import WALL_CLOCK_EVENTS, differences
+from tests.support.eventcompare import WALL_CLOCK_EVENTS, differences
 
 GOLDEN_NAMES = ("process_wf_success", "process_wf_failure", "sample_wf_held", "hierarchical_wf_success")
 

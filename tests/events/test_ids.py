@@ -1,4 +1,4 @@
-"""The stable event id: canonical form version 1 (streamer/events/canonical.py, README "Stable event id").
+"""The stable event id: canonical form version 1 (streamer/events/canonical.py, docs/guide/events.md, "Stable event id").
 
 - the vectors file is what the code generates, and every vector's bytes are
   what the written form says (an independent encoder of the spec below) and
@@ -69,7 +69,7 @@ def _value(value: Any) -> str:
 
 
 def spec_form(name: str, fields: dict[str, Any]) -> bytes:
-    """C as the README writes it (the 64-bit case: no wide integers)."""
+    """C as docs/guide/events.md writes it (the 64-bit case: no wide integers)."""
     ts = fields.get("ts")
     if isinstance(ts, float):
         rounded = round(ts, 6)

@@ -17,8 +17,13 @@ from streamer.events import bp, jsonenc
 from streamer.events.event import Event, content_id
 from streamer.events.event import _content_id_python as content_id_python
 from tests.events.test_codecs import corpus_bp_files
+from tests.conftest import unavailable
+from tests.support.examples import examples
 
-fast = pytest.importorskip("streamer.events._codec", reason="compiled fast paths not built (no C compiler)")
+try:
+    from streamer.events import _codec as fast
+except ImportError:
+    unavailable("compiled fast paths not built (no C compiler)", module=True)
 
 
 def reference(event: Event) -> bytes:
@@ -63,7 +68,7 @@ VALUES = st.one_of(
 )
 
 
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=examples(3000), deadline=None)
 @given(st.dictionaries(st.sampled_from(["ts", "xwf.id", "job_inst.id", "a_b", "a.b", "event", "event_id", "é\n"]),
                        VALUES))
 def test_compiled_json_agrees_with_orjson_or_declines(fields: dict) -> None:
@@ -120,7 +125,7 @@ TS_VALUES = st.one_of(
 )
 
 
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=examples(3000), deadline=None)
 @given(st.dictionaries(st.sampled_from(["ts", "xwf.id", "a.b", "B", "a", "é", "k\n\"", ""]),
                        st.one_of(VALUES, TS_VALUES)), st.sampled_from(["stampede.x", "é"]))
 def test_compiled_canonical_form_hashes_as_python_or_declines(fields: dict, name: str) -> None:
@@ -158,7 +163,7 @@ def test_canonical_declines_a_name_without_utf8_form() -> None:
 
 # ---------------------------------------------------------------- number and string spelling
 
-@settings(max_examples=5000, deadline=None)
+@settings(max_examples=examples(5000), deadline=None)
 @given(st.one_of(
     st.integers(min_value=-(2**31) * 10**6, max_value=2**31 * 10**6).map(lambda micro: micro / 1e6),
     st.builds(lambda seconds, digits: round(seconds, digits), st.floats(-3e9, 3e9), st.integers(0, 8)),

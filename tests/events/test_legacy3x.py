@@ -12,9 +12,9 @@ import pytest
 from streamer.events import Event, bp, schema
 from streamer.events.legacy import LEGACY, STATE_EVENTS, translate
 from streamer.synth.legacy3 import to_3x
-from tests import dbcompare
+from tests.support import dbcompare
 from tests.conftest import SHARED, unavailable
-from tests.dbstream import golden_events
+from tests.support.dbstream import golden_events
 from tests.endpoints.test_db import assert_same, load, sqlite_url
 
 SEED_000 = SHARED / "seeds" / "000_3be852998c1ea033.txt"

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.fuzz_targets import TARGETS
+from tests.support.fuzz_targets import TARGETS
 
 HOSTILE = [
     b"[" * 20_000, b"{a: " * 5_000, b"- " * 20_000, b"\n" + b" " * 5_000 + b"a: 1", b"x" * 300_000,

@@ -22,11 +22,11 @@ from streamer.endpoints.files import FileEndpoint
 from streamer.endpoints.terminal import TerminalEndpoint
 from streamer.events import Event, bp
 from streamer.events.bp import BPError, parse_line
-from streamer.limits import iter_lines
+from streamer.util.limits import iter_lines
 from streamer.monitor import tracker
 from streamer.monitor.parsers import braindump, kickstart, yamlguard
 from streamer.synth.generate import generate
-from streamer.urls import EndpointURL
+from streamer.util.urls import EndpointURL
 
 MODES = {"compiled": {}, "pure": {"STREAMER_PURE_PYTHON": "1"}}
 
@@ -381,7 +381,7 @@ def test_postgres_restarts_mid_load_are_one_line_each_not_tracebacks(tmp_path: P
 
     import psycopg2
 
-    from tests.ownservers import own_postgres
+    from tests.support.ownservers import own_postgres
 
     directory = generate(tmp_path / "big", jobs=1500, scenario="success", seed=7)
     with own_postgres() as cluster:
@@ -502,7 +502,7 @@ def test_unreadable_inputs_are_named_for_what_they_are(tmp_path: Path) -> None:
 
 @pytest.mark.rabbitmq
 def test_passwords_from_a_file_or_the_environment(amqp_url: str, tmp_path: Path, golden: Path) -> None:
-    from tests.amqphelp import Capture, unique
+    from tests.support.amqphelp import Capture, unique
 
     source = golden / "sample_wf_held.bp"
     expected = len([line for line in source.read_text().splitlines() if line.strip()])

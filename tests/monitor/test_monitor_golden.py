@@ -15,12 +15,12 @@ import pytest
 
 from streamer.events import Event, bp, jsonenc
 from streamer.monitor.source import WorkflowSource
-from tests.eventcompare import WALL_CLOCK_EVENTS, differences
+from tests.support.eventcompare import WALL_CLOCK_EVENTS, differences
 
 NAMES = ("process_wf_success", "process_wf_failure", "sample_wf_held", "hierarchical_wf_success")
 
 EXTRA_FIELDS = {
-    # documented in README.md ("Where it differs from monitord"): monitord's parser drops the kickstart RAM total
+    # documented in docs/guide/replay-follow.md ("Where it differs from monitord"): monitord's parser drops the kickstart RAM total
     "stampede.job_inst.host.info": ("total_memory",),
 }
 EXTRA_JSON = {"event_id"}

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamer.monitor.parsers import braindump, dagman, jobstate, kickstart, staticbp, submitfile
+from tests.support.examples import examples
 
 
 # ---------------------------------------------------------------- dagman.out
@@ -277,7 +278,7 @@ def _quote_bytewise(text: str) -> str:
 @given(st.text(alphabet=st.characters(), max_size=60)
        | st.lists(st.sampled_from(["a", " ", "\n", "\t", "%", "'", '"', "\x7f", "é", "\ud800", "\U0001f600", "~"]),
                   max_size=30).map("".join))
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 def test_quote_is_the_bytewise_rule(text: str) -> None:
     assert kickstart.quote(text) == _quote_bytewise(text)
 

@@ -282,7 +282,7 @@ def test_the_parsing_child_and_a_quiet_replay_load_no_provenance_models_nor_rich
                            check=True)
     assert child.stderr.strip().split("\n")[-1] == "[] 10000"
     check = "import sys; {}; print(sorted(m for m in sys.modules if m in %r))" % (HEAVY,)
-    replay = ("from streamer.cli import main; sys.argv = ['streamer', 'replay', {!r}, '-q', '--dest', {!r}];"
+    replay = ("from streamer.cli.main import main; sys.argv = ['streamer', 'replay', {!r}, '-q', '--dest', {!r}];"
               " code = main()").format(str(directory), f"file://{tmp_path / 'out.bp'}")
     parent = subprocess.run([sys.executable, "-c", check.format(replay)], capture_output=True, text=True,
                             check=True, env={**os.environ, "TZ": "UTC"})

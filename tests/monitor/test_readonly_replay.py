@@ -17,7 +17,7 @@ from typing import Iterator
 import pytest
 
 from tests.conftest import unavailable
-from streamer.cli import main
+from streamer.cli.main import main
 from streamer.synth import generate
 
 

@@ -8,16 +8,15 @@ tools must print the same on streamer's replay output as on the golden DB.
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests import dbcompare
+from tests.support import dbcompare
 from tests.endpoints.test_db import assert_same, golden_snapshot
 from tests.endpoints.test_db_tools import _assert_same_outputs, _copy_submit_dir, _dag_name, _run_tools
-from tests.pghelp import pg_snapshot
+from tests.support.pghelp import pg_snapshot
+from tests.support.commands import replay
 
 NAMES = ("process_wf_success", "process_wf_failure", "sample_wf_held", "hierarchical_wf_success")
 
@@ -37,16 +36,6 @@ def without_total_memory(snapshot: dbcompare.Snapshot) -> dbcompare.Snapshot:
     for row, count in hosts.items():
         blanked[row[:-1] + (None,)] += count
     return {**snapshot, "host": blanked}
-
-
-def replay(submit_dir: Path, *dests: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "streamer", "replay", str(submit_dir), "--timezone", "UTC", "-q"]
-    for dest in dests:
-        command += ["--dest", dest]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    assert "Traceback" not in done.stderr
-    return done
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from streamer.monitor.parsers import kickstart, yamlsub
 from streamer.synth import SCENARIOS, generate
+from tests.support.examples import examples
 
 
 def _records(root: Path) -> list[tuple[Path, str, str]]:
@@ -144,7 +145,7 @@ def test_edge_forms_read_as_pyyaml_or_step_aside(text: str) -> None:
     _agrees_with_pyyaml(text)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 6), st.sampled_from(
     ["a: 1", "b:", "- x", "-", "- c: 2", "d: |", "d: |-", "text", "e: 'q''", 'f: "x y"', "# c", "g: ~",
      "h: [1]", "k : v", "\t", "ü: é", "i: 0x1", "j:  2 ", ": x", "'k': v", "- - z"])), max_size=12))

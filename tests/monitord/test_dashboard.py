@@ -3,8 +3,8 @@
 statistics page (each of its four sections opened in turn) from two pegasus-service instances (pegasus-wms 5.1.3,
 on 127.0.0.1), one per monitor's HOME, and their visible text (`innerText`, once the pages' AJAX-filled tables are
 drawn) must be the same (times, ports, the run directory and database ids aside). The pages' CDN files (jQuery,
-Bootstrap, DataTables, Font Awesome, Highcharts...) are rebuilt from the npm registry (tests/cdnassets.py) and
-answered to Chromium through the DevTools protocol (tests/headless.py), so the tables are populated offline.
+Bootstrap, DataTables, Font Awesome, Highcharts...) are rebuilt from the npm registry (tests/support/cdnassets.py) and
+answered to Chromium through the DevTools protocol (tests/support/headless.py), so the tables are populated offline.
 
 Screenshots are kept in `$STREAMER_ARTIFACTS/dashboard/` (default: the system temp dir), outside the repository.
 """
@@ -28,9 +28,9 @@ from pathlib import Path
 import pytest
 
 from streamer.synth import generate
-from tests import cdnassets
+from tests.support import cdnassets
 from tests.conftest import unavailable
-from tests.headless import Browser
+from tests.support.headless import Browser
 
 USER = "dashtest"
 SERVER = """\

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from streamer.config import ConfigError
+from streamer.config.settings import ConfigError
 from streamer.events import Event
 from streamer.monitord import launcher, options, properties
 from streamer.monitord.command import make_plan
 from streamer.monitord.notify import Matcher, read_notify
 from streamer.synth import generate
 from streamer.synth.notify import PLANNER, write_notify, write_recorder
-from tests.pghelp import fresh_database_sync
+from tests.support.pghelp import fresh_database_sync
 
 ROOT = Path(__file__).resolve().parents[2]
 

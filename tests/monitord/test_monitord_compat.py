@@ -27,10 +27,10 @@ import pytest
 
 from streamer.synth import generate
 from streamer.synth.notify import write_notify, write_recorder
-from tests.amqphelp import Capture, unique
+from tests.support.amqphelp import Capture, unique
 from tests.conftest import AMQP_HOST, AMQP_PORT, port_open, unavailable
-from tests.dbcompare import compare, format_diff, sqlite_snapshot
-from tests.eventcompare import differences
+from tests.support.dbcompare import compare, format_diff, sqlite_snapshot
+from tests.support.eventcompare import differences
 from tests.monitor.test_monitor_golden import _without_monitord_lines
 from tests.monitor.test_replay_db import without_total_memory
 
@@ -82,7 +82,7 @@ def _placeholder(value: Any, root: Path) -> Any:
 
 def stampede_rows(db: Path, root: Path, *, ours: bool) -> dict[str, collections.Counter]:
     snap = sqlite_snapshot(str(db))
-    if ours:  # streamer fills host.total_memory, which monitord leaves empty (README: on purpose)
+    if ours:  # streamer fills host.total_memory, which monitord leaves empty (docs/guide/replay-follow.md: on purpose)
         snap = without_total_memory(snap)
     return {table: collections.Counter({tuple(_placeholder(v, root) for v in row): n for row, n in rows.items()})
             for table, rows in snap.items()}

@@ -21,10 +21,11 @@ import pytest
 from streamer.monitord.launcher import install
 from streamer.synth import generate
 from streamer.synth.notify import write_notify, write_recorder
-from tests.amqphelp import Capture, Forwarder, unique
+from tests.support.amqphelp import Capture, Forwarder, unique
 from tests.conftest import AMQP_PORT
-from tests.dbcompare import compare, format_diff, sqlite_snapshot
+from tests.support.dbcompare import compare, format_diff, sqlite_snapshot
 from tests.monitor.test_monitor_golden import _without_monitord_lines
+from tests.support.commands import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 DAGMAN = "synth-0.dag.dagman.out"
@@ -85,13 +86,6 @@ def signature(records: list[dict], root: Path) -> collections.Counter:
         for r in records)
 
 
-def wait_for(predicate, timeout: float = 60.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
-
-
 def test_live_follow_as_pegasus_dagman_starts_it(tmp_path: Path) -> None:
     home, pegasus_home = tmp_path / "home", tmp_path / "pegasus"
     home.mkdir()
@@ -102,7 +96,7 @@ def test_live_follow_as_pegasus_dagman_starts_it(tmp_path: Path) -> None:
     proc = start_like_pegasus_dagman(run_dir, home, pegasus_home)
     try:
         wait_for(lambda: (run_dir / "monitord.pid").exists())
-        wait_for(lambda: not (run_dir / "monitord.done").exists(), 10)
+        wait_for(lambda: not (run_dir / "monitord.done").exists(), "the old monitord.done removed", timeout=10)
         assert (run_dir / "monitord.log.000").read_text() == "an earlier monitor's log\n"
         groups: dict[str, list[str]] = {}
         order: list[str] = []
@@ -128,13 +122,16 @@ def test_live_follow_as_pegasus_dagman_starts_it(tmp_path: Path) -> None:
             proc.kill()
     records = calls(tmp_path / "calls")
     assert len(records) == 45  # 5 workflow-level + 5 for each of the 8 jobs (start, all-start, at_end, on_success, all)
+    # live, not at the end: a notification whose line is in the first half of the log ran before the last write
+    # (how soon is a figure for bench/, not a timed assertion here: this machine's load varies)
+    last_write, half = written[-1], written[len(written) // 2]
     late = []
     for record in records:
-        delay = record["time"] - written[cause(lines, record["env"])]
-        assert delay > -0.05, record
-        if delay > 1.0:
-            late.append((round(delay, 2), record["argv"]))
-    assert late == [], f"notifications later than 1 s after their line: {late}"
+        caused_at = written[cause(lines, record["env"])]
+        assert record["time"] - caused_at > -0.05, record  # never before its line
+        if caused_at <= half and record["time"] > last_write:
+            late.append((round(record["time"] - caused_at, 2), record["argv"]))
+    assert late == [], f"notifications run only after the workflow's last line: {late}"
     log = (run_dir / "monitord.log").read_text()
     for text in ("ignoring signal SIGHUP", "ignoring signal SIGABRT", "log level now"):
         assert text in log

@@ -20,7 +20,7 @@ from streamer.monitor.engineopts import EngineOptions
 from streamer.monitord import options, properties
 from streamer.synth import generate
 from tests.conftest import unavailable
-from tests.eventcompare import differences
+from tests.support.eventcompare import differences
 
 ROOT = Path(__file__).resolve().parents[2]
 DAGMAN_OUT = "synth-0.dag.dagman.out"

@@ -24,11 +24,13 @@ from pathlib import Path
 
 import pytest
 
-from streamer import cli
+from streamer.cli.main import main as cli
 from streamer.serve.discovery import classify
 from streamer.synth import generate, iter_dagman_chunks
-from tests import dbcompare
-from tests.pghelp import fresh_database_sync, pg_snapshot
+from tests.support import dbcompare
+from tests.support.pghelp import fresh_database_sync, pg_snapshot
+from tests.conftest import unavailable
+from tests.support.commands import wait_for
 
 SCENARIOS = ["success", "retry", "held", "held_abort", "evicted", "pre_failure", "post_failure",
              "submit_failure", "clustered", "xml_kickstart"]
@@ -113,15 +115,7 @@ def wait_serving(state_dir: Path, timeout: float = 120) -> None:
             os.close(fd)
         return False
 
-    wait_until(held, timeout, "serve to start")
-
-
-def wait_until(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
+    wait_for(held, "serve to start", timeout=timeout)
 
 
 def test_serve_twenty_live_workflows_sigkill_twice(tmp_path: Path) -> None:
@@ -166,10 +160,9 @@ def test_serve_twenty_live_workflows_sigkill_twice(tmp_path: Path) -> None:
                                 text=True)
     writer.join(timeout=60)
     try:
-        wait_until(lambda: all((d / "monitord.done").exists() for d, _ in live), 240, "every workflow to finish")
+        wait_for(lambda: all((d / "monitord.done").exists() for d, _ in live), "every workflow to finish", timeout=240)
         registry = json.loads((tmp_path / "state" / "serve" / "workflows.json").read_text())
-        wait_until(lambda: not json.loads((tmp_path / "state" / "serve" / "workflows.json").read_text())["followed"],
-                   60, f"the registry to empty ({registry})")
+        wait_for(lambda: not json.loads((tmp_path / "state" / "serve" / "workflows.json").read_text())["followed"], timeout=60, what=f"the registry to empty ({registry})")
     finally:
         if proc.poll() is None:
             wait_serving(tmp_path / "state")  # a SIGTERM during start-up would find no handler yet
@@ -226,7 +219,7 @@ def test_serve_sighup_adds_shared_endpoint_and_master_db(tmp_path: Path, central
     proc = subprocess.Popen([sys.executable, "-m", "streamer", "serve", "--config", str(config)], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        wait_until((tmp_path / "state" / "serve" / "workflows.json").exists, 30, "serve to start")
+        wait_for((tmp_path / "state" / "serve" / "workflows.json").exists, "serve to start", timeout=30)
         for k in range(PIECES):
             if k == PIECES // 2:
                 config.write_text(base + f'\n[[endpoint]]\nurl = "file://{shared}"\n')
@@ -236,8 +229,7 @@ def test_serve_sighup_adds_shared_endpoint_and_master_db(tmp_path: Path, central
                     fh.write(chunks[k])
             time.sleep(0.7)
         finished = True
-        wait_until(lambda: (a_live / "monitord.done").exists() and (b / "monitord.done").exists(), 240,
-                   "both workflows to finish")
+        wait_for(lambda: (a_live / "monitord.done").exists() and (b / "monitord.done").exists(), timeout=240, what="both workflows to finish")
     except AssertionError:
         finished = False
     finally:
@@ -300,7 +292,7 @@ def test_serve_usage_errors_name_the_problem(tmp_path: Path) -> None:
 
 def test_serve_systemd_unit_verifies(tmp_path: Path) -> None:
     if shutil.which("systemd-analyze") is None:
-        pytest.skip("systemd-analyze not installed (the unit is only parsed by systemd)")
+        unavailable("systemd-analyze not installed (the unit is only parsed by systemd)")
     unit = (Path(__file__).resolve().parents[2] / "deploy" / "systemd" / "streamer-serve.service").read_text()
     local = tmp_path / "streamer-serve.service"
     local.write_text(unit.replace("/opt/streamer/bin/streamer", sys.executable))
@@ -312,7 +304,7 @@ def test_serve_systemd_unit_verifies(tmp_path: Path) -> None:
 
 async def test_a_dagman_out_write_wakes_the_workflow_that_owns_it(tmp_path: Path) -> None:
     """inotify's write on a sub-workflow's dagman.out wakes its root's follower; one state dir, one serve."""
-    from streamer.config import ConfigError
+    from streamer.config.settings import ConfigError
     from streamer.serve.config import ServeConfig
     from streamer.serve.follower import Followed, ServeSource
     from streamer.serve.supervisor import Supervisor
@@ -340,7 +332,7 @@ def test_serve_metrics_count_every_workflow(tmp_path: Path) -> None:
     """`serve --metrics`: one exporter for all followed workflows: the active count while they run and
     the events a shared endpoint got, equal to what it wrote."""
     from tests.metrics.test_metrics import get, samples
-    from tests.ownservers import free_port
+    from tests.support.ownservers import free_port
 
     workflows = make_workflows(tmp_path, 2, set())
     root = tmp_path / "gen"
@@ -353,13 +345,13 @@ def test_serve_metrics_count_every_workflow(tmp_path: Path) -> None:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         wait_serving(tmp_path / "state")
-        wait_until(lambda: get(f"http://127.0.0.1:{port}/healthz")[0] == 200, 60, "the metrics server")
+        wait_for(lambda: get(f"http://127.0.0.1:{port}/healthz")[0] == 200, timeout=60, what="the metrics server")
         active = ("streamer_workflows_active", ())
-        wait_until(lambda: samples(port).get(active) == 2, 60, "two active workflows")
+        wait_for(lambda: samples(port).get(active) == 2, timeout=60, what="two active workflows")
         for live, _, chunks in workflows:
             with next(live.glob("*.dag.dagman.out")).open("a") as handle:
                 handle.write("".join(chunks[1:]))
-        wait_until(lambda: samples(port).get(active) == 0, 120, "both workflows let go")
+        wait_for(lambda: samples(port).get(active) == 0, timeout=120, what="both workflows let go")
         out = ("streamer_events_out_total", (("endpoint", shared),))
         written = len((tmp_path / "all.jsonl").read_text().splitlines())
         assert written > 0 and samples(port).get(out) == written

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 
 from streamer.serve.watch import TreeWatcher
+from tests.conftest import unavailable
 
 
 def test_a_workflow_that_ends_after_the_watcher_closed_is_forgotten_quietly(tmp_path: Path) -> None:
@@ -16,7 +16,7 @@ def test_a_workflow_that_ends_after_the_watcher_closed_is_forgotten_quietly(tmp_
     watcher = TreeWatcher([tmp_path / "runs"], lambda directory: None, lambda path: None)
     watcher.start()
     if not watcher.inotify:
-        pytest.skip("no inotify on this machine")
+        unavailable("no inotify on this machine")
     watcher._walk(str(tmp_path / "runs"))
     assert watcher.watched == 2  # the root and the run below it
     watcher.close()

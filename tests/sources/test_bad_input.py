@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from streamer.events import bp, jsonenc
+from tests.conftest import unavailable
+from tests.support.commands import streamer
 
 MAX_LINE = 16 * 1024 * 1024
 
@@ -18,16 +20,8 @@ MAX_LINE = 16 * 1024 * 1024
 def good_lines(corpus: Path) -> list[str]:
     path = corpus / "bp" / "montage-1.0.bp"
     if not path.is_file():
-        pytest.skip(f"{path} missing")
+        unavailable(f"{path} missing")
     return path.read_text().splitlines()[:10]
-
-
-def streamer(python: str, *args: str, cwd: Path | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    run = subprocess.run([python, "-m", "streamer", *args], capture_output=True, text=True, timeout=timeout,
-                         cwd=cwd)
-    assert "Traceback" not in run.stderr, run.stderr
-    assert "Traceback" not in run.stdout
-    return run
 
 
 def output_events(path: Path) -> list:
@@ -51,7 +45,7 @@ def write_mixed(path: Path, good: list[str]) -> None:
 def test_malformed_lines_are_reported_counted_and_skipped(python: str, good_lines: list[str], tmp_path: Path) -> None:
     source, out = tmp_path / "bad.bp", tmp_path / "out.jsonl"
     write_mixed(source, good_lines)
-    run = streamer(python, "load", "bad.bp", "--dest", f"file://{out}", cwd=tmp_path)
+    run = streamer("load", "bad.bp", "--dest", f"file://{out}", cwd=tmp_path)
     assert run.returncode == 0
     lines = run.stderr.splitlines()
     assert lines[:4] == [
@@ -68,7 +62,7 @@ def test_malformed_lines_are_reported_counted_and_skipped(python: str, good_line
 def test_strict_stops_at_the_first_bad_line_with_exit_1(python: str, good_lines: list[str], tmp_path: Path) -> None:
     source, out = tmp_path / "bad.bp", tmp_path / "out.jsonl"
     write_mixed(source, good_lines)
-    run = streamer(python, "load", "bad.bp", "--dest", f"file://{out}", "--strict", cwd=tmp_path)
+    run = streamer("load", "bad.bp", "--dest", f"file://{out}", "--strict", cwd=tmp_path)
     assert "bad.bp:4: expected key=value, found 'this'" in run.stderr
     assert "bad.bp:5" not in run.stderr
     assert run.returncode == 1, run.stderr
@@ -78,7 +72,7 @@ def test_strict_delivers_the_lines_before_the_bad_one(python: str, good_lines: l
     """Stopping *at* the first bad line: the three good lines before it are published and checkpointed."""
     source, out, ck = tmp_path / "bad.bp", tmp_path / "out.jsonl", tmp_path / "ck.json"
     write_mixed(source, good_lines)
-    streamer(python, "load", "bad.bp", "--dest", f"file://{out}", "--strict", "--checkpoint", str(ck), cwd=tmp_path)
+    streamer("load", "bad.bp", "--dest", f"file://{out}", "--strict", "--checkpoint", str(ck), cwd=tmp_path)
     assert output_events(out) == [bp.parse_line(good_lines[i]) for i in range(3)]
     assert json.loads(ck.read_text())["files"][str(source.resolve())]["line"] == 3
 
@@ -87,7 +81,7 @@ def test_binary_garbage_is_reported_per_line_and_skipped(python: str, good_lines
     source, out = tmp_path / "garbage.bp", tmp_path / "out.jsonl"
     garbage = bytes(range(0x80, 0x100)) * 40 + b"\n" + os.urandom(4000).replace(b"\n", b"\xff") + b"\n"
     source.write_bytes(garbage + good_lines[0].encode() + b"\n")
-    run = streamer(python, "load", str(source), "--dest", f"file://{out}")
+    run = streamer("load", str(source), "--dest", f"file://{out}")
     assert run.returncode == 0
     assert f"streamer: {source}:1: not UTF-8 text (byte 0)" in run.stderr
     assert f"streamer: {source}:2: not UTF-8 text" in run.stderr
@@ -99,7 +93,7 @@ def test_nul_bytes_are_reported_and_skipped(python: str, good_lines: list[str], 
     source, out = tmp_path / "nul.bp", tmp_path / "out.jsonl"
     source.write_bytes(b"\x00\x00\x00\n" + good_lines[0].replace(" level=", " \x00level=").encode() + b"\n"
                        + good_lines[1].encode() + b"\n")
-    run = streamer(python, "load", str(source), "--dest", f"file://{out}")
+    run = streamer("load", str(source), "--dest", f"file://{out}")
     assert run.returncode == 0
     assert f"streamer: {source}:1: NUL byte in line" in run.stderr
     assert f"streamer: {source}:2: NUL byte in line" in run.stderr
@@ -111,7 +105,7 @@ def test_jsonl_input_with_bad_records(python: str, good_lines: list[str], tmp_pa
     source, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     source.write_text("\n".join([jsonenc.dumps(events[0]).decode(), "[1, 2]", "{}",
                                  jsonenc.dumps(events[1]).decode(), jsonenc.dumps(events[2]).decode()]) + "\n")
-    run = streamer(python, "load", str(source), "--dest", f"file://{out}")
+    run = streamer("load", str(source), "--dest", f"file://{out}")
     assert run.returncode == 0
     assert f"{source}:2: " in run.stderr and f"{source}:3: " in run.stderr
     assert "2 malformed line(s) skipped" in run.stderr
@@ -155,7 +149,7 @@ def test_a_100_mb_line_is_skipped_without_holding_it(python: str, good_lines: li
 def test_empty_file_gives_zero_events_and_exit_0(python: str, tmp_path: Path) -> None:
     source, out = tmp_path / "empty.bp", tmp_path / "out.jsonl"
     source.write_bytes(b"")
-    run = streamer(python, "load", str(source), "--dest", f"file://{out}")
+    run = streamer("load", str(source), "--dest", f"file://{out}")
     assert run.returncode == 0
     assert "streamer: 0 events read" in run.stderr
     assert "malformed" not in run.stderr
@@ -163,10 +157,10 @@ def test_empty_file_gives_zero_events_and_exit_0(python: str, tmp_path: Path) ->
 
 
 def test_missing_file_is_a_clear_error_exit_2(python: str, tmp_path: Path) -> None:
-    run = streamer(python, "load", "missing.bp", "--dest", f"file://{tmp_path}/out.jsonl", cwd=tmp_path)
+    run = streamer("load", "missing.bp", "--dest", f"file://{tmp_path}/out.jsonl", cwd=tmp_path)
     assert run.returncode == 2
     assert run.stderr == "streamer: error: missing.bp: no such file\n"
-    run = streamer(python, "tail", "missing.bp", "--no-follow", cwd=tmp_path)
+    run = streamer("tail", "missing.bp", "--no-follow", cwd=tmp_path)
     assert run.returncode == 2
     assert run.stderr == "streamer: error: missing.bp: no such file\n"
 
@@ -174,11 +168,11 @@ def test_missing_file_is_a_clear_error_exit_2(python: str, tmp_path: Path) -> No
 def test_directory_given_as_a_file_is_a_clear_error_exit_2(python: str, tmp_path: Path) -> None:
     (tmp_path / "submit").mkdir()
     for extra in ([], ["--follow"]):
-        run = streamer(python, "load", "submit", *extra, "--dest", f"file://{tmp_path}/out.jsonl", cwd=tmp_path)
+        run = streamer("load", "submit", *extra, "--dest", f"file://{tmp_path}/out.jsonl", cwd=tmp_path)
         assert run.returncode == 2
         assert run.stderr == ("streamer: error: submit: is a directory, not an event file "
                               "(for a submit dir use: streamer replay submit)\n")
-    run = streamer(python, "tail", "submit", "--no-follow", cwd=tmp_path)
+    run = streamer("tail", "submit", "--no-follow", cwd=tmp_path)
     assert run.returncode == 2
     assert run.stderr == "streamer: error: submit: is a directory, not an event file\n"
 
@@ -187,11 +181,11 @@ def test_unreadable_checkpoint_is_a_clear_error_exit_2(python: str, good_lines: 
     source, ck = tmp_path / "in.bp", tmp_path / "ck.json"
     source.write_text(good_lines[0] + "\n")
     ck.write_text("{not json")
-    run = streamer(python, "load", str(source), "--dest", f"file://{tmp_path}/o.jsonl", "--checkpoint", str(ck))
+    run = streamer("load", str(source), "--dest", f"file://{tmp_path}/o.jsonl", "--checkpoint", str(ck))
     assert run.returncode == 2
     assert run.stderr.startswith(f"streamer: error: {ck}: unreadable checkpoint: ")
     ck.write_text('{"files": {}}')
-    run = streamer(python, "load", str(source), "--dest", f"file://{tmp_path}/o.jsonl", "--checkpoint", str(ck))
+    run = streamer("load", str(source), "--dest", f"file://{tmp_path}/o.jsonl", "--checkpoint", str(ck))
     assert run.returncode == 2
     assert run.stderr == f"streamer: error: {ck}: not a streamer checkpoint (version 1)\n"
 
@@ -200,6 +194,6 @@ def test_unwritable_destination_is_a_clear_error(python: str, good_lines: list[s
     source = tmp_path / "in.bp"
     source.write_text(good_lines[0] + "\n")
     (tmp_path / "dir.jsonl").mkdir()
-    run = streamer(python, "load", str(source), "--dest", f"file://{tmp_path}/dir.jsonl")
+    run = streamer("load", str(source), "--dest", f"file://{tmp_path}/dir.jsonl")
     assert run.returncode == 1
     assert f"{tmp_path}/dir.jsonl: is a directory" in run.stderr

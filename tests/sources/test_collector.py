@@ -18,22 +18,28 @@ import asyncpg
 import orjson
 import pytest
 
-from streamer.config import EndpointSpec
+from streamer.config.settings import EndpointSpec
 from streamer.endpoints import EndpointError, create_endpoint
 from streamer.endpoints.base import Endpoint
-from streamer.endpoints.dbcommon import WriteStats, hold_orphans
-from streamer.endpoints.ids import IdPool
-from streamer.endpoints.loader import Loader
-from streamer.endpoints.plan import POSTGRESQL
-from streamer.endpoints.resilience import STALE_IDS
+from streamer.endpoints.db.common import WriteStats, hold_orphans
+from streamer.endpoints.db.ids import IdPool
+from streamer.endpoints.db.loader import Loader
+from streamer.endpoints.db.plan import POSTGRESQL
+from streamer.endpoints.layers.resilience import STALE_IDS
 from streamer.events import bp, jsonenc
-from streamer.pipeline import run_pipeline
-from streamer.sources.amqpqueue import QueueSource
+from streamer.run.pipeline import run_pipeline
+from streamer.sources.amqp.queue import QueueSource
 from streamer.synth import generate
-from streamer.urls import EndpointURL
-from tests import dbcompare
-from tests.amqphelp import unique
-from tests.pghelp import fresh_database, pg_snapshot
+from streamer.util.urls import EndpointURL
+from tests.support import dbcompare
+from tests.support.amqphelp import unique
+from tests.support.pghelp import fresh_database, pg_snapshot
+from tests.support.commands import start_streamer
+from tests.support.commands import streamer as _streamer
+
+
+def run_ok(*args: str) -> subprocess.CompletedProcess[str]:
+    return _streamer(*args, check=True)
 
 
 class Refusing(Endpoint):
@@ -49,17 +55,6 @@ class Refusing(Endpoint):
 WORKFLOWS = (("success", 1), ("retry", 2), ("hierarchical", 3))
 
 
-def streamer(*args: str, **kwargs: Any) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "streamer", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, **kwargs)
-
-
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([sys.executable, "-m", "streamer", *args], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    return done
-
-
 @pytest.fixture(scope="module")
 def event_files(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     """Three synthetic workflows (one hierarchical) replayed to BP files."""
@@ -68,7 +63,7 @@ def event_files(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     for scenario, seed in WORKFLOWS:
         submit = generate(base / f"wf{seed}", jobs=5, scenario=scenario, seed=seed, label=f"w{seed}")
         out = base / f"wf{seed}.bp"
-        run("replay", str(submit), "--dest", str(out), "--no-jobstate", "--timezone", "UTC", "-q")
+        run_ok("replay", str(submit), "--dest", str(out), "--no-jobstate", "--timezone", "UTC", "-q")
         files.append(out)
     return files
 
@@ -143,7 +138,7 @@ async def assert_same_rows(collected: str, direct: str) -> None:
 async def publish_three(amqp_url: str, exchange: str, queue: str, event_files: list[Path], tmp_path: Path) -> None:
     """Three submit hosts publish their workflows at once through the exchange (each its own spool, as on its
     own host); all of it is in the queue."""
-    publishers = [streamer("load", str(f), "--dest", f"{amqp_url}/{exchange}?events=*&spool={tmp_path / f.stem}",
+    publishers = [start_streamer("load", str(f), "--dest", f"{amqp_url}/{exchange}?events=*&spool={tmp_path / f.stem}",
                            "-q") for f in event_files]
     for publisher in publishers:
         _, err = publisher.communicate(timeout=60)
@@ -168,7 +163,7 @@ async def test_two_collectors_share_one_queue(event_files: list[Path], databases
     """Competing consumers: each collector gets part of every workflow (a job's instance events may reach
     one before the other committed its job.info: the database endpoint waits for it), together all."""
     direct, collected = databases
-    run("load", *map(str, event_files), "--dest", direct, "-q")
+    run_ok("load", *map(str, event_files), "--dest", direct, "-q")
     queue = unique("streamer-share-q")
     declared_here.append(("queue", queue))
     source = f"{amqp_url}/{queue}?declare=true&single_active=false&prefetch=50&idle=3"
@@ -176,7 +171,7 @@ async def test_two_collectors_share_one_queue(event_files: list[Path], databases
     try:
         channel = await connection.channel()
         await channel.declare_queue(queue, durable=True)  # what `?declare=true` makes: a plain durable queue
-        collectors = [streamer("load", source, "--dest", collected) for _ in range(2)]
+        collectors = [start_streamer("load", source, "--dest", collected) for _ in range(2)]
         await _consumers(channel, queue, 2)
         total = 0
         for f in event_files:  # straight to the queue (the default exchange), as a site's exchange routes them
@@ -204,7 +199,7 @@ async def test_three_publishers_two_collectors_one_killed(event_files: list[Path
                                                           amqp_url: str, tmp_path: Path,
                                                           declared_here: list[tuple[str, str]]) -> None:
     direct, collected = databases
-    run("load", *map(str, event_files), "--dest", direct, "-q")
+    run_ok("load", *map(str, event_files), "--dest", direct, "-q")
     exchange, queue = unique("streamer-coll-ex"), unique("streamer-coll-q")
     declared_here.extend([("exchange", exchange), ("queue", queue)])
     connection = await aio_pika.connect(amqp_url.replace("%2F", ""))
@@ -217,9 +212,9 @@ async def test_three_publishers_two_collectors_one_killed(event_files: list[Path
         # prefetch=2: small batches keep the active one busy long enough to be killed mid-way on a fast machine
         # (with 20 it could load all ~600 events before the standby had even joined)
         source = f"{amqp_url}/{queue}?declare=true&single_active=true&bind={exchange}&prefetch=2&idle=3"
-        collectors = [streamer("load", source, "--dest", collected)]
+        collectors = [start_streamer("load", source, "--dest", collected)]
         await _consumers(channel, queue, 1)  # the first is the active consumer, the second its standby
-        collectors.append(streamer("load", source, "--dest", collected))
+        collectors.append(start_streamer("load", source, "--dest", collected))
         await _consumers(channel, queue, 2)
         await kill_once_rows_arrive(collected, collectors[0])  # the active one
     finally:
@@ -248,7 +243,7 @@ async def test_competing_collectors_one_killed(event_files: list[Path], database
     queue -> two collectors sharing it; one is SIGKILLed mid-way (its unacknowledged messages go back to the
     queue, behind later events of the same jobs), restarted or not: the rows equal the three direct loads."""
     direct, collected = databases
-    run("load", *map(str, event_files), "--dest", direct, "-q")
+    run_ok("load", *map(str, event_files), "--dest", direct, "-q")
     exchange, queue = unique("streamer-compete-ex"), unique("streamer-compete-q")
     declared_here.extend([("exchange", exchange), ("queue", queue)])
     connection = await aio_pika.connect(amqp_url.replace("%2F", ""))
@@ -259,14 +254,14 @@ async def test_competing_collectors_one_killed(event_files: list[Path], database
     source = f"{amqp_url}/{queue}?declare=true&single_active=false&bind={exchange}&prefetch=20&idle=4"
     try:
         await publish_three(amqp_url, exchange, queue, event_files, tmp_path)
-        collectors = [streamer("load", source, "--dest", collected) for _ in range(2)]
+        collectors = [start_streamer("load", source, "--dest", collected) for _ in range(2)]
         await _consumers(channel, queue, 2)
         await kill_once_rows_arrive(collected, collectors[0])
         in_queue = await queue_depth(amqp_url, queue)
         collectors[0].wait(timeout=10)
         assert collectors[0].returncode == -signal.SIGKILL
         if restart:
-            collectors[0] = streamer("load", source, "--dest", collected)
+            collectors[0] = start_streamer("load", source, "--dest", collected)
     finally:
         await connection.close()
     assert in_queue > 0  # killed mid-way: work was left
@@ -294,7 +289,7 @@ async def test_a_checkpoint_waiting_for_parents_lets_the_parent_in(event_files: 
     """A checkpoint's flush that waits for a held event's parent must not keep out the next write, which
     brings that parent (it used to hold the endpoint's lock for the whole wait: the children were refused)."""
     direct, collected = databases
-    run("load", str(event_files[0]), "--dest", direct, "-q")
+    run_ok("load", str(event_files[0]), "--dest", direct, "-q")
     children, parent = _instance_split(event_files[0])
     endpoint = create_endpoint(f"{collected}?wait_parents=5")
     await endpoint.open()
@@ -343,7 +338,7 @@ async def test_a_writer_that_came_and_went_between_two_batches(event_files: list
     acknowledging them (gone before B's next batch: no longer among the workflow's writers); B gets them
     again. B's cached ids of that workflow are stale (the jobs A inserted): B must not write its own."""
     direct, collected = databases
-    run("load", str(event_files[0]), "--dest", direct, "-q")
+    run_ok("load", str(event_files[0]), "--dest", direct, "-q")
     events = [bp.parse_line(line) for line in event_files[0].read_text().splitlines()]
     first_job = next(i for i, e in enumerate(events) if e.name == "stampede.job.info")
     b, a = (create_endpoint(f"{collected}?wait_parents=2") for _ in range(2))

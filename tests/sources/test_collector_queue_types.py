@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from streamer.events import Event, bp, jsonenc
-from tests.amqphelp import unique
+from tests.support.amqphelp import unique
 
 
 def events(start: int, count: int) -> list[Event]:
@@ -150,7 +150,7 @@ async def test_the_window_of_a_quorum_queue_widens_while_events_are_held(channel
                                                                         amqp_url: str) -> None:
     """A quorum queue's prefetch is per consumer and applies only to consumers started after it: a new consumer
     takes over, so held events' parents behind them still arrive."""
-    from streamer.sources.amqpqueue import QueueSource
+    from streamer.sources.amqp.queue import QueueSource
 
     ch, made = channel
     queue = unique("streamer-coll-qwindow")

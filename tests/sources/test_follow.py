@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from streamer.config import EndpointSpec
+from streamer.config.settings import EndpointSpec
 from streamer.events import bp, jsonenc
-from streamer.pipeline import run_pipeline
+from streamer.run.pipeline import run_pipeline
 from streamer.sources.eventfile import CheckpointStore, EventFileSource
 from streamer.sources.follow import FileFollower, FilePosition, FollowError
 

@@ -14,11 +14,12 @@ from pathlib import Path
 import orjson
 import pytest
 
-from streamer.config import EndpointSpec
-from streamer.endpoints import provenance_schema
+from streamer.config.settings import EndpointSpec
+from streamer.endpoints.db.schema import provenance as provenance_schema
 from streamer.endpoints.terminal import pretty_line
 from streamer.events import bp, chimbuko, jsonenc
-from streamer.pipeline import run_pipeline
+from streamer.events.registry import model_of
+from streamer.run.pipeline import run_pipeline
 from streamer.sources.eventfile import EventFileSource
 from streamer.sources.provenance import ProvenanceSource, _Scanner, is_provenance_file, open_source
 from streamer.synth.provenance import dump_records, generate, write_collections
@@ -72,13 +73,13 @@ def test_every_record_validates_and_names_its_event(collection: str) -> None:
 
 def test_event_model_is_the_records_pydantic_model() -> None:
     record = next(r for r in COLLECTIONS["anomalies"] if r["is_gpu_event"])
-    model = event_of("anomalies", record).model()
+    model = model_of(event_of("anomalies", record))
     assert isinstance(model, chimbuko.FunctionEvent)
     assert model.call_stack[0].is_anomaly is True and model.sonata_id == record["__id"]
     assert model.gpu_location.thread == record["tid"] and model.gpu_parent.call_stack[0].func == "cudaLaunchKernel"
     assert isinstance(model.algo_params, chimbuko.HistogramParams)
     assert model.algo_params.histogram.bin_edges == record["algo_params"]["histogram"]["Histogram Bin Edges"]
-    stats = event_of("func_stats", COLLECTIONS["func_stats"][2]).model()
+    stats = model_of(event_of("func_stats", COLLECTIONS["func_stats"][2]))
     assert isinstance(stats.runtime_profile.inclusive_runtime, chimbuko.RunStats)
 
 
@@ -501,7 +502,7 @@ async def test_records_parked_in_an_overflow_file_come_back_unchanged(tmp_path: 
     from streamer.events.codec import JSON_LINES
     from streamer.endpoints.base import Endpoint
     from streamer.sources.base import Batch
-    from streamer.urls import EndpointURL
+    from streamer.util.urls import EndpointURL
 
     class Stalled(Endpoint):
         def __init__(self, gate: asyncio.Event) -> None:

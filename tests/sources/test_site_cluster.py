@@ -24,8 +24,8 @@ import aio_pika
 import asyncpg
 import pytest
 
-from tests.ownservers import RabbitCluster, own_postgres, own_rabbitmq_cluster
-from tests.pghelp import fresh_database, fresh_database_sync
+from tests.support.ownservers import RabbitCluster, own_postgres, own_rabbitmq_cluster
+from tests.support.pghelp import fresh_database, fresh_database_sync
 from tests.sources.test_collector import assert_same_rows, events_read, pg_count
 
 pytestmark = [pytest.mark.slow, pytest.mark.rabbitmq, pytest.mark.postgres, pytest.mark.timeout(600)]

@@ -9,8 +9,8 @@ import aio_pika
 import pytest
 
 from streamer.events import Event, bp, jsonenc
-from streamer.sources.amqp import AMQPSource
-from tests.amqphelp import Forwarder, unique
+from streamer.sources.amqp.tail import AMQPSource
+from tests.support.amqphelp import Forwarder, unique
 
 
 def event(i: int) -> Event:

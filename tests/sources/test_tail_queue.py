@@ -10,7 +10,7 @@ import aio_pika
 import pytest
 
 from streamer.events import bp, jsonenc
-from tests.amqphelp import unique
+from tests.support.amqphelp import unique
 
 XWF = "1e2a3b4c-0000-4000-8000-000000000001"
 LINES = [f"ts=2023-11-14T22:13:2{i}.000000Z event={name} level=Info xwf.id={XWF} restart_count=0"

@@ -15,25 +15,24 @@ import re
 import shutil
 import subprocess
 import sys
+from typing import Any
 from pathlib import Path
 
 import pytest
 
 from streamer.events import bp
-from streamer.status.counts import DagCounts, document, percent
+from streamer.events.tally.counts import DagCounts, document, percent
 from streamer.status.progress import DagmanProgress, SubmitDirProgress, find_dagmans
-from streamer.status.tracker import STATUS_EVENTS, StatusTracker, exit_code, first_line
+from streamer.events.tally.tracker import STATUS_EVENTS, StatusTracker, exit_code, first_line
 from streamer.synth import generate, iter_dagman_chunks
+from tests.support import commands
+
+
+def streamer(*args: str, check: bool = True, **kw: Any) -> subprocess.CompletedProcess[str]:
+    """Exit 0 unless told otherwise: most status runs here must succeed."""
+    return commands.streamer(*args, check=check, **kw)
 
 SCENARIOS = ("success", "held", "retry", "held_abort", "post_failure", "pre_failure", "rescue", "hierarchical")
-
-
-def streamer(*args: str, check: bool = True, timeout: float = 120, **kw) -> subprocess.CompletedProcess:
-    result = subprocess.run([sys.executable, "-m", "streamer", *args], capture_output=True, text=True,
-                            timeout=timeout, **kw)
-    if check:
-        assert result.returncode == 0, result.stderr
-    return result
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +119,7 @@ def test_event_file_gives_the_same_table(scenario: str, scenario_dirs: dict[str,
 @pytest.mark.parametrize("scenario", ["held_abort", "rescue", "hierarchical"])
 def test_amqp_stream_gives_the_same_table(scenario: str, scenario_dirs: dict[str, Path], tmp_path: Path,
                                           amqp_url: str, condor_q_stub: dict[str, str]) -> None:
-    from tests.amqphelp import Capture, unique
+    from tests.support.amqphelp import Capture, unique
 
     run_dir = scenario_dirs[scenario]
     theirs = json.loads(pegasus_status(run_dir, condor_q_stub))
@@ -142,7 +141,7 @@ def test_amqp_stream_gives_the_same_table(scenario: str, scenario_dirs: dict[str
 @pytest.mark.rabbitmq
 def test_amqp_watch_follows_the_stream_until_the_workflows_end(scenario_dirs: dict[str, Path], tmp_path: Path,
                                                                amqp_url: str, condor_q_stub: dict[str, str]) -> None:
-    from tests.amqphelp import Capture, unique
+    from tests.support.amqphelp import Capture, unique
 
     theirs = json.loads(pegasus_status(scenario_dirs["retry"], condor_q_stub))["totals"]
     events = replay_to(scenario_dirs["retry"], tmp_path / "events.bp")

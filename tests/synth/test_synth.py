@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from streamer.synth import SCENARIOS, generate, iter_dagman_chunks, split_chunks
-from streamer.synth.expected import EXPECTED_COUNTS, JOBS, SEED
-from streamer.synth.validate import count_bp, run_monitord
+from tests.support.expected import EXPECTED_COUNTS, JOBS, SEED
+from tests.support.validate import count_bp, run_monitord
 from tests.conftest import unavailable
 
 TS = re.compile(r"^(\d{2})/(\d{2})/(\d{2}) (\d{2}):(\d{2}):(\d{2}) (.*)$")

@@ -12,8 +12,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..parsers import kickstart, plaindag
-from ..engineopts import DEFAULT as DEFAULT_OPTIONS, EngineOptions
+from streamer.monitor.parsers import kickstart, plaindag
+from streamer.monitor.engineopts import DEFAULT as DEFAULT_OPTIONS, EngineOptions
 
 Emit = Callable[[str, dict[str, Any]], None]
 Warn = Callable[[str], None]

@@ -7,7 +7,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from .context import Warn
+from streamer.monitor.engine.context import Warn
 
 RE_DAG_JOB = re.compile(r"JOB\s+(\S+)\s(\S+)(\s+DONE)?", re.IGNORECASE)
 RE_DAG_TASK = re.compile(r"TASK\s+(\S*)\s(\S+)", re.IGNORECASE)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ...events import Event, FieldError
+from streamer.events import Event, FieldError
 
 _log = logging.getLogger("streamer.monitor.engine")
 

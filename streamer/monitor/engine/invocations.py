@@ -7,10 +7,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..parsers import kickstart
-from .context import Context, Emit
-from .dagfile import DagFile, DagJob
-from .job import MAX_OUTPUT_LENGTH, Job, job_fields, read_text
+from streamer.monitor.parsers import kickstart
+from streamer.monitor.engine.context import Context, Emit
+from streamer.monitor.engine.dagfile import DagFile, DagJob
+from streamer.monitor.engine.job import MAX_OUTPUT_LENGTH, Job, job_fields, read_text
 
 PRESCRIPT_ID = -1
 POSTSCRIPT_ID = -2

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from ...limits import read_bounded
-from .state import StateError
+from streamer.util.limits import read_bounded
+from streamer.monitor.engine.state import StateError
 
 MAX_OUTPUT_LENGTH = 2**16 - 1
 

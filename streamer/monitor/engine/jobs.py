@@ -8,12 +8,12 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..parsers import kickstart, submitfile
-from ..parsers.jobstate import state_line
-from .context import Context, Emit
-from .dagfile import DagFile, DagJob
-from .job import MAX_OUTPUT_LENGTH, Job, job_fields
-from .outputs import Outputs
+from streamer.monitor.parsers import kickstart, submitfile
+from streamer.monitor.parsers.jobstate import state_line
+from streamer.monitor.engine.context import Context, Emit
+from streamer.monitor.engine.dagfile import DagFile, DagJob
+from streamer.monitor.engine.job import MAX_OUTPUT_LENGTH, Job, job_fields
+from streamer.monitor.engine.outputs import Outputs
 
 CONDOR_8_3_3 = 80303
 UNSUBMITTED = ("UN_READY", "PRE_SCRIPT_STARTED", "PRE_SCRIPT_SUCCESS", "PRE_SCRIPT_FAILURE")

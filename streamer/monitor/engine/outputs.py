@@ -10,11 +10,11 @@ import re
 import socket
 from typing import Any
 
-from ..parsers import kickstart
-from .context import Context, Emit
-from .dagfile import DagFile
-from .invocations import Invocations
-from .job import MAX_OUTPUT_LENGTH, REQUEST_KEYS, Job, job_fields, read_text
+from streamer.monitor.parsers import kickstart
+from streamer.monitor.engine.context import Context, Emit
+from streamer.monitor.engine.dagfile import DagFile
+from streamer.monitor.engine.invocations import Invocations
+from streamer.monitor.engine.job import MAX_OUTPUT_LENGTH, REQUEST_KEYS, Job, job_fields, read_text
 
 RE_LITE_EXIT = re.compile(r"^PegasusLite: exitcode (\d+).*$", re.MULTILINE)
 RE_LITE_HOST = re.compile(r"^.*Executing on host\s*(\S+)(?:\s*IP=(\S+))*.*$", re.MULTILINE)

@@ -8,8 +8,8 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from ..parsers import plaindag, staticbp
-from .context import Context, Emit
+from streamer.monitor.parsers import plaindag, staticbp
+from streamer.monitor.engine.context import Context, Emit
 
 SubwfLink = Callable[[str, str, str, int, Any], None]
 

@@ -18,16 +18,16 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from ..parsers import jobstate
-from ..parsers.dagman import LineParser, classify
-from ..engineopts import DEFAULT as DEFAULT_OPTIONS, EngineOptions
-from . import dagfile
-from .context import Context, Identity, Warn, WorkflowError
-from .events import RawEvent
-from .job import Job
-from .jobs import Jobs
-from .state import WorkflowState
-from .static import StaticEvents
+from streamer.monitor.parsers import jobstate
+from streamer.monitor.parsers.dagman import LineParser, classify
+from streamer.monitor.engineopts import DEFAULT as DEFAULT_OPTIONS, EngineOptions
+from streamer.monitor.engine import dagfile
+from streamer.monitor.engine.context import Context, Identity, Warn, WorkflowError
+from streamer.monitor.engine.events import RawEvent
+from streamer.monitor.engine.job import Job
+from streamer.monitor.engine.jobs import Jobs
+from streamer.monitor.engine.state import WorkflowState
+from streamer.monitor.engine.static import StaticEvents
 
 __all__ = ["Workflow", "WorkflowError"]
 

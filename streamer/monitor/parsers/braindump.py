@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from . import yamlguard
+from streamer.monitor.parsers import yamlguard
 
 log = logging.getLogger(__name__)
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

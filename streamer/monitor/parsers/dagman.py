@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone, tzinfo
 
-from ..zones import parse_zone
+from streamer.monitor.zones import parse_zone
 
 RE_TS = re.compile(r"(\d{1,2})/(\d{1,2})(?:/(\d{1,2}))?\s+(\d{1,2}):(\d{2}):(\d{2})")
 RE_ISO = re.compile(

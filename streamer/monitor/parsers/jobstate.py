@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from ...limits import iter_lines
+from streamer.util.limits import iter_lines
 
 
 def state_line(ts: float, job: str, state: str, status: object, sched_id: object,

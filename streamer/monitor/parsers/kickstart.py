@@ -26,8 +26,8 @@ from typing import Any
 
 import yaml
 
-from . import yamlguard, yamlsub
-from .kickstart_xml import from_xml
+from streamer.monitor.parsers import yamlguard, yamlsub
+from streamer.monitor.parsers.kickstart_xml import from_xml
 
 log = logging.getLogger(__name__)
 

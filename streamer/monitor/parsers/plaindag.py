@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import braindump
+from streamer.monitor.parsers import braindump
 
 TYPE_NUMBERS = {name: number for number, name in enumerate((
     "unknown", "compute", "stage-in-tx", "stage-out-tx", "registration", "inter-site-tx",

@@ -11,9 +11,9 @@ import logging
 from pathlib import Path
 from typing import Any, Generator
 
-from ...events.bp import split_line
-from ...events.event import FieldError, parse_ts
-from ...limits import iter_lines
+from streamer.events.bp import split_line
+from streamer.events.event import FieldError, parse_ts
+from streamer.util.limits import iter_lines
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from ...limits import read_bounded
+from streamer.util.limits import read_bounded
 
 log = logging.getLogger(__name__)
 

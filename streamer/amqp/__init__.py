@@ -1,0 +1,1 @@
+"""The AMQP client shared by the AMQP source and endpoint: connections and error kinds."""

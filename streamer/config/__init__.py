@@ -1,0 +1,1 @@
+"""Settings (TOML, Pegasus properties), endpoint specs and the state directory."""

@@ -1,0 +1,1 @@
+"""The AMQP endpoint (monitord's exchange form) and its publishing channel."""

@@ -1,0 +1,1 @@
+"""Stampede databases: the loader (events -> rows), the plan, ids and one module per server."""

@@ -1,0 +1,1 @@
+"""Schema tables (Stampede, its MySQL forms, Chimbuko provenance) and the version check."""

@@ -1,0 +1,1 @@
+"""Layers that wrap any endpoint: spooling, dead letters, resilience (fault kinds), waiting."""

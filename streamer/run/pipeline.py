@@ -1,0 +1,204 @@
+"""Glue for one run: a source, the bus with its endpoints, progress, signals, summary."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, TextIO
+
+from streamer.core.bus import Bus, BusError, make_route
+from streamer.console.rate import RateWindow
+from streamer.config.settings import EndpointSpec
+from streamer.endpoints import EndpointError, create_endpoint
+from streamer.endpoints.base import Endpoint
+from streamer.endpoints.layers.waiting import left_behind, waiting_for
+from streamer.events.codec import JSON_LINES
+from streamer.util.runtime import install_signal_handlers
+from streamer.sources.base import Batch, Source, SourceError
+from streamer.util.urls import mask
+from streamer.util.exitcodes import signalled
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
+
+log = logging.getLogger("streamer")
+
+
+@dataclass
+class RunResult:
+    exit_code: int
+    events: int
+    seconds: float
+    delivered: list[tuple[str, int, BaseException | None]] = field(default_factory=list)
+    interrupted: int | None = None
+    stats: list[tuple[str, Any]] = field(default_factory=list)
+    """(endpoint name, `core.bus.RouteStats`) per endpoint."""
+
+
+class Progress:
+    """A one-line progress report on a terminal: events, the current events/s, percent."""
+
+    def __init__(self, stream: TextIO, enabled: bool, interval: float = 0.5,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.stream = stream
+        self.enabled = enabled
+        self.interval = interval
+        self.clock = clock
+        self.started = clock()
+        self._last = float("-inf")
+        self._shown = False
+        self._window = RateWindow(start=(self.started, 0))
+
+    def rate(self, now: float, events: int) -> float:
+        """Events per second over the last few seconds (`console.rate.WINDOW`), not the run's average."""
+        self._window.add(now, events)
+        return self._window.rate(now)
+
+    def update(self, events: int, done: int = 0, total: int | None = None, label: str = "events") -> None:
+        now = self.clock()
+        rate = self.rate(now, events)
+        if not self.enabled or now - self._last < self.interval:
+            return
+        self._last = now
+        share = f"  {100 * done / total:5.1f}%" if total else ""
+        self.stream.write(f"\r{events:,} {label}  {rate:,.0f} events/s now{share}   ")
+        self.stream.flush()
+        self._shown = True
+
+    def finish(self) -> None:
+        if self._shown:
+            self.stream.write("\r" + " " * 60 + "\r")
+            self.stream.flush()
+
+
+def build_endpoints(specs: list[EndpointSpec],
+                    defaults: dict[str, Any] | None = None) -> list[tuple[Endpoint, EndpointSpec]]:
+    endpoints = []
+    for spec in specs:
+        options = {**(defaults or {}), **spec.options}
+        endpoints.append((create_endpoint(spec.url, options), spec))
+    return endpoints
+
+
+async def run_pipeline(source: Source, specs: list[EndpointSpec], *, on_error: str = "stop",
+                       defaults: dict[str, Any] | None = None, progress: bool | None = None,
+                       stderr: TextIO | None = None, label: str = "events",
+                       endpoints: list[Endpoint] | None = None,
+                       extra: list[tuple[Endpoint, EndpointSpec]] | None = None,
+                       signals: bool = True, metrics: str | None = None, meter: Any = None,
+                       watch: Callable[[Batch], None] | None = None, live: bool | None = None,
+                       exporter: Any = None) -> RunResult:
+    """Run `source` into the endpoints of `specs` until it ends or a signal stops it.
+
+    `live`: the source runs until stopped (a tail), so a signal ending it is a normal end (exit 0);
+    by default the source's own `follow`.
+
+    `extra`: endpoints built by the caller (with their specs) added to those of
+    `specs`; `signals=False`: the caller handles SIGINT/SIGTERM itself;
+    `metrics`: HOST:PORT to serve Prometheus metrics and /healthz on while it runs (or `exporter`: a
+    running `metrics.Metrics` of the caller's, e.g. `streamer serve`'s, the bus attached to it meanwhile); `meter`:
+    the progress display (default: `Progress`); `watch`: called with every batch.
+    """
+    err = stderr or sys.stderr
+    built = [(e, EndpointSpec(url=e.url.raw)) for e in endpoints] if endpoints else build_endpoints(specs, defaults)
+    built += extra or []
+    # the bus parks events in overflow files with the Stampede codec: it knows records, not events
+    routes = [make_route(endpoint, spec.events, codec=JSON_LINES, buffer=spec.buffer, batch=spec.batch)
+              for endpoint, spec in built]
+    sinks = [endpoint for endpoint, _ in built]
+    saved = source.endpoint_marks()
+    for endpoint in sinks:  # exactly-once endpoints undo what they wrote after the checkpoint resumed from
+        key = endpoint.state_key
+        if key is not None and key in saved:
+            endpoint.resume(saved[key])
+    bus = Bus(routes, on_error=on_error, commit=source.commit)
+    source.held_downstream = bus.holding  # type: ignore[method-assign]
+    shared_exporter = exporter
+    if shared_exporter is not None:
+        from streamer.run.metrics import source_label
+
+        shared_exporter.attach(bus, source=source_label(source), health=getattr(source, "health", None),
+                               node=source)
+    exporter = await start_metrics(metrics, bus, source)
+    show = err.isatty() if progress is None else progress
+    meter = meter if meter is not None else Progress(err, show)
+    stopped: list[int] = []
+
+    def on_stop(signum: int) -> None:
+        stopped.append(signum)
+        err.write(f"\nstreamer: {signal.Signals(signum).name}: flushing buffered events, then exiting\n")
+        for endpoint in sinks:  # say what the flush waits for, and for how long
+            note = waiting_for(endpoint)
+            if note:
+                err.write(f"streamer: {mask(note)}\n")
+        err.flush()
+        source.stop()
+
+    def left() -> list[str]:
+        return [mask(note) for endpoint in sinks if (note := left_behind(endpoint))]
+
+    if signals:
+        install_signal_handlers(on_stop, left)
+    started = time.monotonic()
+    exit_code = 0
+    try:
+        await bus.start()
+        await source.commit_start(bus.marks())
+        async for batch in source.batches():
+            await bus.publish(batch)
+            if watch is not None:
+                watch(batch)
+            meter.update(bus.published_events, batch.done, batch.total, label)
+            if stopped:
+                break
+    except BusError:  # the bus has reported the failing endpoint already
+        exit_code = 1
+    except EndpointError as exc:
+        log.error("%s", exc)
+        exit_code = 1
+    except SourceError as exc:
+        err.write(f"streamer: error: {mask(str(exc))}\n")
+        exit_code = 1
+    finally:
+        meter.finish()
+        source.stop()
+        await bus.close()
+        await source.close()
+        if exporter is not None:
+            await exporter.stop()
+        if shared_exporter is not None:
+            shared_exporter.detach(bus)
+    if bus.error is not None or any(failed for _, _, failed in bus.summary()):
+        exit_code = 1  # --on-error isolate too: the others completed, but cron and systemd must see it
+    if live is None:
+        live = source.follow
+    if stopped and exit_code == 0 and not live:
+        exit_code = signalled(stopped[0])
+    return RunResult(exit_code, bus.published_events, time.monotonic() - started, bus.summary(),
+                     stopped[0] if stopped else None, bus.route_stats())
+
+
+async def start_metrics(address: str | None, bus: Bus, source: Source) -> Any:
+    """A `Metrics` exporter serving `address` with `bus` attached (None without an address)."""
+    if not address:
+        return None
+    from streamer.run.metrics import source_label, start_exporter
+
+    one = hasattr(source, "submit_dir")  # the workflow monitor follows one workflow (and its sub-workflows)
+    exporter = await start_exporter(address, workflows=lambda: int(one and not getattr(source, "finished", False)))
+    exporter.attach(bus, source=source_label(source), health=getattr(source, "health", None), node=source)
+    return exporter
+
+
+def print_summary(result: RunResult, stream: SupportsWrite[str], *, bad_lines: int = 0) -> None:
+    rate = result.events / result.seconds if result.seconds > 0 else 0.0
+    stream.write(f"streamer: {result.events:,} events read in {result.seconds:.2f} s ({rate:,.0f} events/s)\n")
+    for name, delivered, failed in result.delivered:
+        state = f"FAILED: {failed}" if failed else "ok"
+        stream.write(f"  {delivered:>10,} -> {name}  {state}\n")
+    if bad_lines:
+        stream.write(f"streamer: {bad_lines:,} malformed line(s) skipped "
+                     "(see messages above; --strict stops at the first)\n")

@@ -1,0 +1,1 @@
+"""AMQP sources: an exchange tailed (`tail`) and a queue or stream collected (`queue`)."""

@@ -1,0 +1,125 @@
+"""Event loop (uvloop where available), signals and the stderr reporter.
+
+asyncio is imported by the functions that need a loop: the monitor's parsing child process uses this
+module (`log_to_stderr`, `tune_gc`) and runs no loop.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+import signal
+import sys
+from typing import Any, Callable, Coroutine
+
+from streamer.util.urls import mask
+
+
+def run(main: Coroutine[Any, Any, int]) -> int:
+    """Run `main` on uvloop (Linux/macOS), falling back to asyncio's loop."""
+    import asyncio
+
+    tune_gc()
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
+        return asyncio.run(main)
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(main)
+
+
+def tune_gc() -> None:
+    """Fewer cyclic-GC passes over objects that live for the whole run.
+
+    A pipeline holds tens of thousands of events in its buffers; with the
+    default thresholds the collector walks them all again and again (3% of a
+    load). Objects made at start-up (modules, schema tables) are frozen out of
+    its sight, and a young generation of 10,000 objects keeps passes rare;
+    reference cycles are still collected.
+    """
+    gc.freeze()
+    gc.set_threshold(10_000, 50, 100)
+
+
+class MaskingFormatter(logging.Formatter):
+    """Never lets a password in a URL reach the log."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return mask(super().format(record))
+
+
+def setup_logging(verbosity: int) -> None:
+    """The commands' logging: warnings by default, -v for INFO, -vv for DEBUG, on stderr."""
+    log_to(sys.stderr, logging.WARNING if verbosity <= 0 else logging.INFO if verbosity == 1 else logging.DEBUG)
+
+
+def log_to_stderr(level: int) -> None:
+    """streamer's log lines (passwords masked) on stderr at `level`; also used by worker processes."""
+    log_to(sys.stderr, level)
+
+
+def log_to(stream: Any, level: int, fmt: str = "streamer: %(levelname)s: %(message)s") -> None:
+    """The one logging set-up: every log line through `fmt` with passwords masked, to `stream` at `level`;
+    the AMQP drivers' own chatter only from WARNING (aio-pika) and ERROR (aiormq) unless debugging asks more."""
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(MaskingFormatter(fmt))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    logging.getLogger("aio_pika").setLevel(max(level, logging.WARNING))
+    logging.getLogger("aiormq").setLevel(max(level, logging.ERROR))
+    # aiormq logs every failed connection attempt as an ERROR: streamer reports an outage once, itself
+    quiet = logging.getLogger("aiormq.connection")
+    quiet.filters[:] = [f for f in quiet.filters if not isinstance(f, _DropPrefix)]
+    quiet.addFilter(_DropPrefix("error when creating transport"))
+    # a quorum queue's refusal of a channel-wide prefetch closes the connection: the collector says so and
+    # consumes again with a per-consumer one (`sources/amqp/queue.per_consumer_only`)
+    quiet.addFilter(_DropPrefix("Unexpected connection close from remote", containing="global qos"))
+    # asyncmy logs every server note as a warning; the notes a load gets are DECIMAL roundings of values with
+    # more digits than the column keeps (as PostgreSQL rounds them, silently): not worth a line each
+    logging.getLogger("asyncmy").setLevel(max(level, logging.ERROR))
+
+
+class _DropPrefix(logging.Filter):
+    """Drops the records whose message starts with `prefix`."""
+
+    def __init__(self, prefix: str, *, containing: str | None = None) -> None:
+        super().__init__()
+        self.prefix = prefix
+        self.containing = containing
+        """Drop only the records whose message also holds this text."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not str(record.msg).startswith(self.prefix):
+            return True
+        return self.containing is not None and self.containing not in record.getMessage()
+
+
+def install_signal_handlers(on_stop: Callable[[int], None],
+                            left: Callable[[], list[str]] | None = None) -> None:
+    """SIGINT/SIGTERM call `on_stop(signum)`; a second signal exits at once (128 + N), saying
+    what it leaves behind (`left()`: one message per endpoint)."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    seen: list[int] = []
+
+    def handler(signum: int) -> None:
+        if seen:
+            try:
+                notes = left() if left is not None else []
+            except Exception:  # noqa: BLE001 - exiting now whatever happens
+                notes = []
+            sys.stderr.write("streamer: second signal: exiting without flushing\n"
+                             + "".join(f"streamer: {note}\n" for note in notes))
+            sys.stderr.flush()
+            os._exit(128 + signum)
+        seen.append(signum)
+        on_stop(signum)
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(signum, handler, signum)
+        except (NotImplementedError, RuntimeError):  # pragma: no cover - non-Unix
+            pass
