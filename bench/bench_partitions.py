@@ -46,7 +46,7 @@ def generate(base: Path, count: int, jobs: int) -> list[Path]:
 
     files = []
     for i in range(count):
-        submit = synth(base / f"wf{i}", jobs=jobs, scenario="hierarchical", seed=500 + i, label=f"b{i}")
+        submit = synth(base / f"wf{i}", jobs=jobs, scenario="hierarchical", seed=5000 + 10 * i, label=f"b{i}")
         out = base / f"wf{i}.bp"
         streamer("replay", str(submit), "--dest", str(out), "--no-jobstate", "--timezone", "UTC", "-q")
         files.append(out)

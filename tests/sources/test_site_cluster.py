@@ -49,9 +49,10 @@ def finish(process: subprocess.Popen[str], timeout: float = 300) -> str:
 
 
 def _generate(base: Path, index: int) -> Path:
+    """Workflow `index`: seeds 10 apart (the sub-workflow of seed S has the uuid of seed S + 1's root)."""
     from streamer.synth import generate
 
-    submit = generate(base / f"wf{index}", jobs=JOBS, scenario="hierarchical", seed=100 + index, label=f"s{index}")
+    submit = generate(base / f"wf{index}", jobs=JOBS, scenario="hierarchical", seed=1000 + 10 * index, label=f"s{index}")
     out = base / f"wf{index}.bp"
     done = subprocess.run([sys.executable, "-m", "streamer", "replay", str(submit), "--dest", str(out),
                            "--no-jobstate", "--timezone", "UTC", "-q"], capture_output=True, text=True, timeout=600)
