@@ -7,7 +7,7 @@ import logging
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from streamer import __version__
 from streamer.config.settings import ConfigError, EndpointSpec, Settings, from_properties, load_toml, normalise_url
@@ -68,6 +68,15 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         super().__init__(prog, max_help_position=34)
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's parser whose usage errors echo the arguments with passwords masked (`invalid choice:
+    'amqp://u:***@h/x'` for a URL given to the wrong option); the subcommands' parsers are of this class."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: error: {mask(message)}\n")
+
+
 class _Once(argparse.Action):
     """An option that may be given once: a second `--events` would silently replace the first."""
 
@@ -118,8 +127,7 @@ def _endpoint_options(parser: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     main_epilog = EPILOG + "\n" + option_help() + "\n"  # every URL option, from the endpoints' declarations
-    parser = argparse.ArgumentParser(prog="streamer", description=DESCRIPTION, epilog=main_epilog,
-                                     formatter_class=HelpFormatter)
+    parser = Parser(prog="streamer", description=DESCRIPTION, epilog=main_epilog, formatter_class=HelpFormatter)
     parser.add_argument("--version", action="version", version=f"streamer {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -414,7 +422,7 @@ async def cmd_monitor(args: argparse.Namespace, *, follow: bool) -> int:
                                   collect_endpoints=collect_endpoints, report=_report)
     if not path.exists():
         raise ConfigError(f"{args.path}: no such submit directory, dagman.out or jobstate.log file")
-    tz = _workflow_zone(args, path)
+    tz = _workflow_zone(args, path, load_toml(args.config).timezone if args.config else None)
     source = WorkflowSource(path, follow=follow, recursive=not args.no_recursive, timezone=tz,
                             keep_alive=getattr(args, "keep_alive", False), write_jobstate=not args.no_jobstate,
                             state_path=Path(args.state) if args.state else None, parser=args.parser,
@@ -425,7 +433,8 @@ async def cmd_monitor(args: argparse.Namespace, *, follow: bool) -> int:
     if not args.state and not here:
         source.state_path = replay_state_path(source.submit_dir)
     refuse_read_only(source, settings.endpoints, state_given=bool(args.state))
-    defaults = {"replay": not args.append and not follow and not source.will_resume()}
+    resuming = source.will_resume()  # reads the state: its notes (resuming from where, or why not) are said now
+    defaults = {"replay": not args.append and not follow and not resuming}
     for note in source.notes:
         _report(note)
     if not args.dest and not args.config and not args.conf and not args.quiet:
@@ -438,6 +447,8 @@ async def cmd_monitor(args: argparse.Namespace, *, follow: bool) -> int:
     if here and not source.plain:  # Pegasus's tools read these; a plain DAG's directory is left as DAGMan made it
         markers.write_started(Path(source.submit_dir), started)
     view = RunView(follow=follow, keep_alive=getattr(args, "keep_alive", False))
+    if resuming and not args.quiet:
+        await _prime(view, source)
     meter = ProgressLine(view, sys.stderr, enabled=not args.quiet and sys.stderr.isatty())
     try:
         result = await run_pipeline(source, settings.endpoints, on_error=settings.on_error, defaults=defaults,
@@ -454,20 +465,27 @@ async def cmd_monitor(args: argparse.Namespace, *, follow: bool) -> int:
     return result.exit_code
 
 
-def _workflow_zone(args: argparse.Namespace, path: Path) -> str | None:
-    """--timezone checked (a usage error names it), else the offset braindump.yml records; said on stderr."""
+async def _prime(view: Any, source: Any) -> None:
+    """The progress line and end summary of a resumed run start from what came before its position."""
+    import asyncio
+    import logging
+
+    try:
+        await asyncio.to_thread(view.prime, source.history())
+    except Exception as exc:  # noqa: BLE001 - only the counts on screen depend on it, never the events
+        logging.getLogger("streamer").warning("%s: the jobs before the resumed position are not counted on screen "
+                                              "(%s)", source.dagman_out, exc)
+
+
+def _workflow_zone(args: argparse.Namespace, path: Path, configured: str | None = None) -> str | None:
+    """--timezone (else `timezone` of --config) checked, a usage error naming it; the zone `zones.for_workflow`
+    gives, said on stderr."""
     from streamer.monitor import zones
 
-    if args.timezone:
-        zones.parse_zone(args.timezone)
-        return args.timezone
-    directory = path if path.is_dir() else path.parent
-    recorded = zones.recorded_offset(directory)
-    if not args.quiet:
-        where = (f"{zones.describe(recorded)}, the offset braindump.yml records" if recorded
-                 else "the local zone (no braindump.yml timestamp)")
-        sys.stderr.write(f"streamer: DAGMan times read in {where}; --timezone to change\n")
-    return recorded
+    zone = zones.for_workflow(path if path.is_dir() else path.parent, args.timezone or configured)
+    if not args.quiet and not (args.timezone or configured):
+        sys.stderr.write(f"streamer: DAGMan times read in {zone.why}; --timezone to change\n")
+    return zone.name
 
 
 async def cmd_demo(args: argparse.Namespace) -> int:

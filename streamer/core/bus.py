@@ -228,6 +228,8 @@ class Bus:
     at most the batch each endpoint had in flight)."""
     published_events: int = 0
     published_batches: int = 0
+    dropped: dict[str, int] = field(default_factory=dict)
+    """Inputs the source left out, by reason, as its batches say (`dropped`, when they carry it)."""
     _seq: int = 0
     _positions: deque[tuple[int, Any]] = field(default_factory=deque)
     _committed_seq: int = 0
@@ -318,6 +320,8 @@ class Bus:
                 await route.put(seq, batch.events)
         self.published_events += len(batch.events)
         self.published_batches += 1
+        for reason, count in (getattr(batch, "dropped", None) or {}).items():
+            self.dropped[reason] = self.dropped.get(reason, 0) + count
         self._raise_if_stopped()
 
     def holding(self) -> bool:

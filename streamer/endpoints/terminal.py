@@ -16,6 +16,7 @@ from typing import Any, Sequence, TextIO
 
 from streamer.events import Event, bp, chimbuko, chimbuko_forms, jsonenc
 from streamer.util.urls import EndpointURL
+from streamer.core.options import OptionError
 from streamer.endpoints import options as option_specs
 from streamer.endpoints.base import Endpoint
 from streamer.events.outcome import COMPACT_HIDDEN, outcome, output_text
@@ -111,13 +112,13 @@ class TerminalEndpoint(Endpoint):
         self.stream = stream or sys.stdout
         self.format = str(self.option("format", "pretty")).lower()
         if self.format not in ("pretty", "bp", "json"):
-            raise ValueError(f"unknown format {self.format!r} (use pretty, bp or json)")
+            raise OptionError(f"unknown format {self.format!r} (use pretty, bp or json)")
         mode = str(self.option("color", "auto")).lower()
         isatty = getattr(self.stream, "isatty", lambda: False)()
         self.colour = mode == "always" or (mode == "auto" and isatty)
         detail = str(self.option("fields", "compact")).lower()
         if detail not in ("compact", "all"):
-            raise ValueError(f"unknown fields {detail!r} (use compact or all)")
+            raise OptionError(f"unknown fields {detail!r} (use compact or all)")
         self.verbose = detail == "all"
 
     @property

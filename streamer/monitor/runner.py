@@ -58,6 +58,8 @@ class Step:
     warnings: list[str] = field(default_factory=list)
     at_eof: bool = False
     finished: bool = False
+    dropped: dict[str, int] = field(default_factory=dict)
+    """Inputs left out in this step, by reason (`Tracker.dropped`)."""
 
 
 class MonitorCore:
@@ -111,7 +113,8 @@ class MonitorCore:
                 finished: bool) -> Step:
         done, total = self.tracker.progress()
         warnings, self.tracker.warnings = self.tracker.warnings, []
-        return Step(events, position, done, total, warnings, at_eof, finished)
+        dropped, self.tracker.dropped = self.tracker.dropped, {}
+        return Step(events, position, done, total, warnings, at_eof, finished, dropped)
 
 
 def typed(step: Step) -> Step:
@@ -410,6 +413,8 @@ def serve() -> int:
                 if earlier is not None:  # read ahead but never asked for: it goes out first
                     result.events = earlier.events + result.events
                     result.warnings = earlier.warnings + result.warnings
+                    for reason, count in earlier.dropped.items():
+                        result.dropped[reason] = result.dropped.get(reason, 0) + count
             elif op == "close":
                 ahead = None
                 core.close()

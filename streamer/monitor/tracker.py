@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from streamer.util.limits import MAX_LINE
+from streamer.util.limits import MAX_LINE, NotRegularFile, open_regular
 from streamer.monitor.parsers import plaindag
 from streamer.monitor.parsers.dagman import BadTime, LineParser
+from streamer.monitor.engine.state import StateError
 from streamer.monitor.engine.workflow import Workflow, WorkflowError
 from streamer.monitor.engineopts import DEFAULT, EngineOptions
 
@@ -27,6 +29,10 @@ READ_SIZE = 1 << 18
 SKIP_READ = 1 << 20
 STATIC_SLICE = 5000
 """static.bp events per step at most."""
+SAME_WARNINGS = 20
+"""Warnings of one kind (the same text but for its numbers) shown at most; the rest are counted and
+their number said at the end, so one bad file cannot flood stderr."""
+_NUMBERS = re.compile(r"\d+")
 
 
 @dataclass
@@ -59,6 +65,13 @@ class Tracker:
         self.recursive = recursive
         self.write_jobstate = write_jobstate
         self.warnings: list[str] = []
+        self.quiet = False
+        """Warnings are collected, not logged (a resumed run reading its workflow's past again)."""
+        self.limits: dict[str, int] | None = None
+        """dagman.out -> the offset not to read beyond (a file not named is not read); None: no limit."""
+        self.dropped: dict[str, int] = {}
+        """Inputs that gave fewer events than they should, by reason, since the last step taken."""
+        self._kinds: dict[str, int] = {}
         self.tracked: list[Tracked] = []
         self.by_path: dict[str, Tracked] = {}
         if state:
@@ -73,9 +86,28 @@ class Tracker:
         self.by_path[dagman_out] = entry
         return entry
 
-    def _warn(self, text: str) -> None:
-        log.warning("%s", text)
+    def _warn(self, text: str, reason: str | None = None) -> None:
+        """Say `text` (at most SAME_WARNINGS times per kind); `reason`: an input was left out, counted."""
+        if reason is not None:
+            self.dropped[reason] = self.dropped.get(reason, 0) + 1
+        kind = _NUMBERS.sub("#", text[:200])
+        seen = self._kinds[kind] = self._kinds.get(kind, 0) + 1
+        if seen > SAME_WARNINGS:
+            return
+        if seen == SAME_WARNINGS:
+            text += " (more like this are counted, not shown)"
+        if not self.quiet:
+            log.warning("%s", text)
         self.warnings.append(text)
+
+    def _said_suppressed(self) -> None:
+        """How many warnings of each kind were not shown (once, at the end)."""
+        for kind, seen in self._kinds.items():
+            if seen > SAME_WARNINGS:
+                text = f"{seen - SAME_WARNINGS:,} more warnings like: {kind}"
+                log.warning("%s", text)
+                self.warnings.append(text)
+        self._kinds = {}
 
     def _engine(self, entry: Tracked, state: dict[str, Any] | None = None) -> Workflow | None:
         """Create the entry's engine once its braindump is there (a sub-workflow may not be planned yet)."""
@@ -113,6 +145,8 @@ class Tracker:
         while index < len(self.tracked):  # sub-workflows found on the way are read in this pass too
             entry = self.tracked[index]
             index += 1
+            if entry.broken:  # said once why it cannot go on (unreadable, a FIFO, cut short): never read again
+                continue
             engine = self._engine(entry)
             if engine is None:
                 entry.idle_polls += 1
@@ -133,11 +167,17 @@ class Tracker:
 
     def _read(self, entry: Tracked, engine: Workflow, final: bool, max_bytes: int,
               events: list[Any]) -> None:
+        if self.limits is not None:
+            max_bytes = min(max_bytes, self.limits.get(entry.dagman_out, 0) - entry.offset)
+            if max_bytes <= 0:
+                entry.eof = True
+                return
         try:
-            with open(entry.dagman_out, "rb") as handle:
+            with open_regular(entry.dagman_out) as handle:
                 size = os.fstat(handle.fileno()).st_size
                 if size < entry.offset:
-                    self._warn(f"{entry.dagman_out}: file shrank below offset {entry.offset}; stopped")
+                    self._warn(f"{entry.dagman_out}: file shrank below offset {entry.offset} (truncated or replaced); "
+                               "stopped following it")
                     entry.broken = entry.eof = True
                     return
                 if entry.skip_to is not None:
@@ -153,6 +193,15 @@ class Tracker:
         except FileNotFoundError:
             entry.eof = True
             entry.idle_polls += 1
+            return
+        except NotRegularFile as exc:  # a FIFO blocks for ever, /dev/zero never ends: neither is a log
+            self._warn(f"{exc}: skipped, not followed", reason="special_file")
+            entry.broken = entry.eof = True
+            return
+        except OSError as exc:
+            self._warn(f"{entry.dagman_out}: cannot read: {exc.strerror or exc}; not followed",
+                       reason="unreadable_file")
+            entry.broken = entry.eof = True
             return
         cut = data.rfind(b"\n") + 1
         at_end = entry.offset + len(data) >= size
@@ -171,11 +220,12 @@ class Tracker:
             try:
                 found = engine.feed(line)
             except BadTime as exc:
-                self._warn(f"{entry.dagman_out}:{engine.line_no}: line ignored: {exc}")
+                self._warn(f"{entry.dagman_out}:{engine.line_no}: line ignored: {exc}", reason="bad_line")
                 continue
             except Exception as exc:  # noqa: BLE001 - one bad input must not end the monitoring
                 log.debug("internal error on %s:%d", entry.dagman_out, engine.line_no, exc_info=True)
-                self._warn(f"{entry.dagman_out}:{engine.line_no}: line not processed ({type(exc).__name__}: {exc})")
+                self._warn(f"{entry.dagman_out}:{engine.line_no}: line not processed ({type(exc).__name__}: {exc})",
+                           reason="bad_line")
                 continue
             if found is not None:
                 self._subworkflow(engine, *found)
@@ -228,7 +278,7 @@ class Tracker:
                 break
         engine.feed("")  # counts the line: later messages keep their line numbers
         self._warn(f"{entry.dagman_out}:{engine.line_no}: line longer than {MAX_LINE} bytes "
-                   f"({end - entry.offset} bytes): skipped")
+                   f"({end - entry.offset} bytes): skipped", reason="line_too_long")
         entry.offset, entry.skip_to, entry.idle_polls = end, None, 0
         entry.eof = entry.offset >= size
 
@@ -278,6 +328,7 @@ class Tracker:
         """MONITORD_FINISHED in every workflow's jobstate.log; the last buffered events."""
         events: list[Any] = []
         now = int(time.time())
+        self._said_suppressed()
         for entry in self.tracked:
             if entry.workflow is not None:
                 entry.workflow.finish(rc, now)
@@ -300,7 +351,7 @@ class Tracker:
 
     def _restore(self, state: dict[str, Any]) -> None:
         if state.get("version") != 1:
-            raise ValueError(f"unknown monitor state version {state.get('version')!r}")
+            raise StateError(f"unknown monitor state version {state.get('version')!r}")
         for item in state["workflows"]:
             entry = self._track(item["dagman_out"], item.get("parent") or {})
             entry.offset = int(item.get("offset", 0))

@@ -14,7 +14,7 @@ from streamer.console.rate import RateWindow
 from streamer.config.settings import EndpointSpec
 from streamer.endpoints import EndpointError, create_endpoint
 from streamer.endpoints.base import Endpoint
-from streamer.endpoints.layers.waiting import left_behind, waiting_for
+from streamer.endpoints.layers.waiting import left_behind, stop_waiting, waiting_for
 from streamer.events.codec import JSON_LINES
 from streamer.util.runtime import install_signal_handlers
 from streamer.sources.base import Batch, Source, SourceError
@@ -36,6 +36,8 @@ class RunResult:
     interrupted: int | None = None
     stats: list[tuple[str, Any]] = field(default_factory=list)
     """(endpoint name, `core.bus.RouteStats`) per endpoint."""
+    dropped: dict[str, int] = field(default_factory=dict)
+    """Inputs left out (each named in a warning), by reason."""
 
 
 class Progress:
@@ -134,6 +136,7 @@ async def run_pipeline(source: Source, specs: list[EndpointSpec], *, on_error: s
             note = waiting_for(endpoint)
             if note:
                 err.write(f"streamer: {mask(note)}\n")
+            stop_waiting(endpoint)
         err.flush()
         source.stop()
 
@@ -178,7 +181,7 @@ async def run_pipeline(source: Source, specs: list[EndpointSpec], *, on_error: s
     if stopped and exit_code == 0 and not live:
         exit_code = signalled(stopped[0])
     return RunResult(exit_code, bus.published_events, time.monotonic() - started, bus.summary(),
-                     stopped[0] if stopped else None, bus.route_stats())
+                     stopped[0] if stopped else None, bus.route_stats(), dict(bus.dropped))
 
 
 async def start_metrics(address: str | None, bus: Bus, source: Source) -> Any:
@@ -202,3 +205,8 @@ def print_summary(result: RunResult, stream: SupportsWrite[str], *, bad_lines: i
     if bad_lines:
         stream.write(f"streamer: {bad_lines:,} malformed line(s) skipped "
                      "(see messages above; --strict stops at the first)\n")
+    dropped = {reason: count for reason, count in result.dropped.items() if not (bad_lines and reason == "bad_line")}
+    if dropped:  # (malformed lines were said just above)
+        reasons = ", ".join(f"{reason} {count:,}" for reason, count in sorted(dropped.items()))
+        stream.write(f"streamer: {sum(dropped.values()):,} input(s) left out or cut short ({reasons}): "
+                     "see the warnings above\n")

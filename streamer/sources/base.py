@@ -27,6 +27,9 @@ class Batch:
     total: int | None = None
     """Units of work in all, when known."""
     warnings: list[str] = field(default_factory=list)
+    dropped: dict[str, int] = field(default_factory=dict)
+    """Inputs that gave fewer events than they should, by reason (each named in a warning): the run
+    counts them in its summary and in `streamer_input_dropped_total`."""
 
 
 class SourceError(Exception):

@@ -102,9 +102,9 @@ class CheckpointStore:
         except FileNotFoundError:
             return None
         except (OSError, ValueError) as exc:
-            raise ValueError(f"{self.path}: unreadable checkpoint: {exc}") from None
+            raise InputError(f"{self.path}: unreadable checkpoint: {exc}") from None
         if not isinstance(data, dict) or data.get("version") != CHECKPOINT_VERSION:
-            raise ValueError(f"{self.path}: not a streamer checkpoint (version {CHECKPOINT_VERSION})")
+            raise InputError(f"{self.path}: not a streamer checkpoint (version {CHECKPOINT_VERSION})")
         return data
 
     def save(self, files: dict[str, FilePosition], endpoints: dict[str, Any] | None = None) -> None:
@@ -163,6 +163,13 @@ class EventFileSource(Source):
         if self.store is not None and endpoints and not self.store.exists():
             await asyncio.to_thread(self.store.save, {}, endpoints)
 
+    def _resuming(self, path: Path) -> Callable[[FilePosition], None] | None:
+        """Says where `path` is read on from its checkpoint, as every resume is said."""
+        store = self.store
+        if store is None:
+            return None
+        return lambda start: self.report(f"resuming {path} from line {start.line} (checkpoint {store.path})")
+
     def _decode_chunk(self, path: Path, chunk: Chunk) -> list[Event]:
         events: list[Event] = []
         for line_no, reason in chunk.problems:
@@ -199,9 +206,10 @@ class EventFileSource(Source):
     async def _file_batches(self, path: Path) -> AsyncIterator[Batch]:
         key = self.key(path)
         follower = FileFollower(path, follow=self.follow, start=self.positions.get(key),
-                                poll_interval=self.poll_interval)
+                                poll_interval=self.poll_interval, on_resume=self._resuming(path))
         self._followers.append(follower)
         async for chunk in follower.chunks():
+            bad = self.stats.bad
             try:
                 events = self._decode_chunk(path, chunk)
             except InputError as stop:  # deliver the lines before the bad one, then stop
@@ -213,8 +221,9 @@ class EventFileSource(Source):
                 yield Batch(stop.events, dict(self._reading), done=end, total=self._total_bytes or None)
                 raise
             self._reading[key] = chunk.position.as_dict()
+            skipped = self.stats.bad - bad  # malformed lines: said by line, counted in the metrics too
             yield Batch(events, dict(self._reading), done=chunk.position.offset,
-                        total=self._total_bytes or None)
+                        total=self._total_bytes or None, dropped={"bad_line": skipped} if skipped else {})
 
     async def batches(self) -> AsyncIterator[Batch]:
         if not self.follow or len(self.paths) == 1:

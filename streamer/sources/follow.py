@@ -17,15 +17,16 @@ never blocked by I/O and parsing work per chunk stays small.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import AsyncIterator
+from typing import AsyncIterator, Callable
 
 import aiofiles
 
-from streamer.util.limits import MAX_LINE
+from streamer.util.limits import MAX_LINE, NotRegularFile, check_regular
 
 log = logging.getLogger("streamer.follow")
 
@@ -42,29 +43,23 @@ def check_readable(path: str | os.PathLike[str]) -> os.stat_result:
     Raises FileNotFoundError when nothing is there (a follower waits for it)
     and FollowError, in words, for what can never be read as an event file: a
     symbolic link loop or a dangling link, a directory, a FIFO, socket or
-    device (opening a FIFO with no writer would block for ever).
+    device (opening a FIFO with no writer would block for ever). The check is
+    `limits.check_regular`'s, the one every reader of workflow files makes.
     """
-    import errno
-    import stat
-
     try:
-        st = os.stat(path)
+        return check_regular(path)
     except FileNotFoundError:
         if os.path.islink(path):  # a follower waits for its target like for a missing file
             raise FileNotFoundError(f"{path}: dangling symbolic link (to {os.readlink(path)})") from None
         raise FileNotFoundError(f"{path}: no such file") from None
+    except NotRegularFile as exc:
+        if os.path.isdir(path):
+            raise FollowError(f"{path}: is a directory, not an event file") from None
+        advice = ("" if exc.errno == errno.ELOOP else ": streamer reads event files it can seek and checkpoint "
+                  "(write the events to a file and load or follow that)")
+        raise FollowError(f"{exc}{advice}") from None
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise FollowError(f"{path}: symbolic link loop (too many levels of symbolic links)") from None
         raise FollowError(f"{path}: {exc.strerror or exc}") from None
-    if stat.S_ISDIR(st.st_mode):
-        raise FollowError(f"{path}: is a directory, not an event file")
-    if not stat.S_ISREG(st.st_mode):
-        kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode)
-                else "a device")
-        raise FollowError(f"{path}: is {kind}, not a regular file: streamer reads event files it can seek "
-                          "and checkpoint (write the events to a file and load or follow that)")
-    return st
 
 
 @dataclass
@@ -102,8 +97,11 @@ class FileFollower:
     """Reads one file from a position; `follow=True` keeps tailing until `stop()`."""
 
     def __init__(self, path: str | Path, *, follow: bool = False, start: FilePosition | None = None,
-                 poll_interval: float = 0.2, read_size: int = READ_SIZE, max_line: int = MAX_LINE) -> None:
+                 poll_interval: float = 0.2, read_size: int = READ_SIZE, max_line: int = MAX_LINE,
+                 on_resume: Callable[[FilePosition], None] | None = None) -> None:
         self.path = Path(path)
+        self.on_resume = on_resume
+        """Called with `start` when the file is read on from it (the same file, not shorter)."""
         self.follow = follow
         self.poll_interval = poll_interval
         self.read_size = read_size
@@ -190,6 +188,8 @@ class FileFollower:
             log.warning("%s: shorter than the checkpoint offset (truncated); reading from its start", self.path)
             self.truncations += 1
             return fresh
+        if self.on_resume is not None and start.offset:
+            self.on_resume(start)
         return FilePosition(str(self.path), st.st_dev, st.st_ino, start.offset, start.line)
 
     async def _read_open_file(self, handle, pos: FilePosition) -> AsyncIterator[Chunk]:

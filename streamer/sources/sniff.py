@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 from streamer.sources.eventfile import decode_line
+from streamer.util.limits import open_regular
 
 SAMPLE = 5
 """Non-blank lines looked at: if none of them is an event, the file is refused."""
@@ -40,7 +41,7 @@ def _hint(path: Path, head: bytes, lines: list[str]) -> str:
 def check_event_file(path: Path) -> None:
     """Raise NotEventFile when none of the first SAMPLE non-blank lines of `path` is an event."""
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:
             head = handle.read(64 * 1024)
     except OSError:
         return  # the reader reports it

@@ -15,6 +15,8 @@ from typing import Any, Callable, Coroutine
 
 from streamer.util.urls import mask
 
+log = logging.getLogger("streamer")
+
 
 def run(main: Coroutine[Any, Any, int]) -> int:
     """Run `main` on uvloop (Linux/macOS), falling back to asyncio's loop."""
@@ -24,9 +26,56 @@ def run(main: Coroutine[Any, Any, int]) -> int:
     try:
         import uvloop
     except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
-        return asyncio.run(main)
+        return asyncio.run(_quietly(main))
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        return runner.run(main)
+        return runner.run(_quietly(main))
+
+
+async def _quietly(main: Coroutine[Any, Any, int]) -> int:
+    import asyncio
+
+    asyncio.get_running_loop().set_exception_handler(RecoveredFaults())
+    return await main
+
+
+class RecoveredFaults:
+    """The loop's exception handler: what a lost database connection leaves behind is one WARNING line.
+
+    When PostgreSQL restarts under a run, asyncpg hands the loop what it could not give anyone: the
+    connection it resets with a transaction still open (the server rolled it back when the connection
+    went), and futures of a connection attempt or query whose exception no one awaited. asyncio's default
+    handler prints both as ERROR with a traceback, while the endpoint's retry has already written the
+    batch again. Each kind is said once, at WARNING, in words; anything else goes to the default handler.
+    """
+
+    def __init__(self) -> None:
+        self.said: set[str] = set()
+
+    def __call__(self, loop: Any, context: dict[str, Any]) -> None:
+        message = str(context.get("message", ""))
+        exc = context.get("exception")
+        if message.startswith("Resetting connection with an active transaction"):
+            self._say("reset", "a database connection was reset with its transaction open (the server lost "
+                      "it and rolled it back); the endpoint writes that batch again")
+        elif message == "Future exception was never retrieved" and _connection_fault(exc):
+            self._say("future", f"a connection was lost with an operation in flight ({type(exc).__name__}: "
+                      f"{mask(str(exc))[:200]}); the endpoint reconnects and retries")
+        else:
+            loop.default_exception_handler(context)
+
+    def _say(self, kind: str, text: str) -> None:
+        if kind in self.said:
+            log.debug("%s", text)
+        else:
+            self.said.add(kind)
+            log.warning("%s", text)
+
+
+def _connection_fault(exc: Any) -> bool:
+    """A lost or refused connection: asyncpg's errors, or the OS's for a closed socket."""
+    if not isinstance(exc, Exception):
+        return False
+    return isinstance(exc, (ConnectionError, TimeoutError)) or type(exc).__module__.startswith("asyncpg")
 
 
 def tune_gc() -> None:

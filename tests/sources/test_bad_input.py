@@ -197,3 +197,36 @@ def test_unwritable_destination_is_a_clear_error(python: str, good_lines: list[s
     run = streamer("load", str(source), "--dest", f"file://{tmp_path}/dir.jsonl")
     assert run.returncode == 1
     assert f"{tmp_path}/dir.jsonl: is a directory" in run.stderr
+
+
+def test_malformed_lines_are_counted_as_dropped_input(good_lines: list[str], tmp_path: Path) -> None:
+    """Each batch says how many lines it left out: the bus sums them for the summary and
+    `streamer_input_dropped_total{reason="bad_line"}` (issue 27)."""
+    import asyncio
+
+    from streamer.sources.eventfile import EventFileSource
+
+    path = tmp_path / "mixed.bp"
+    write_mixed(path, good_lines)
+    source = EventFileSource([path], report=lambda message: None)
+
+    async def dropped() -> int:
+        return sum([batch.dropped.get("bad_line", 0) async for batch in source.batches()])
+
+    assert asyncio.run(dropped()) == source.stats.bad > 0
+
+
+@pytest.mark.parametrize("kind", ["device", "socket"])
+def test_a_device_or_socket_given_as_a_file_is_a_clear_error_exit_2(tmp_path: Path, kind: str) -> None:
+    import socket
+
+    path = tmp_path / "events.bp"
+    if kind == "device":
+        path.symlink_to("/dev/zero")  # it never ends: reading it would stall the load for ever
+    else:
+        server = socket.socket(socket.AF_UNIX)
+        server.bind(str(path))
+    run = streamer("load", str(path), "--dest", str(tmp_path / "out.jsonl"), timeout=30)
+    assert run.returncode == 2, run.stderr
+    assert f"{path}: is a {kind}, not a regular file" in run.stderr
+    assert not (tmp_path / "out.jsonl").exists() or (tmp_path / "out.jsonl").read_text() == ""

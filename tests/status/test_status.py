@@ -381,3 +381,58 @@ def test_submit_dir_rows_are_a_tree_and_late_sub_workflows_are_found(tmp_path: P
     rows = status.rows()
     assert [(r.depth, r.name, r.counts.succeeded) for r in rows] == [(0, "synth-0.dag", 8), (1, "inner.dag", 8)]
     assert status.finished
+
+
+DEPLOY_README_FILTER = ("stampede.wf.plan,stampede.xwf.*,stampede.job_inst.*,stampede.inv.*,stampede.int.metric,"
+                        "stampede.task.monitoring")
+"""What deploy/README.md suggests publishing to save bandwidth: no stampede.job.info (the retry limits)."""
+
+
+@pytest.mark.rabbitmq
+def test_amqp_status_says_it_waits_and_when_the_totals_cannot_be_complete(
+        scenario_dirs: dict[str, Path], tmp_path: Path, amqp_url: str, condor_q_stub: dict[str, str]) -> None:
+    """On a quiet exchange `status amqp://` says it is waiting (it used to wait silently); fed the filtered
+    exchange deploy/README suggests, its totals miss the failure (SUCCESS 2 FAILURE 0 where pegasus-status says
+    FAILURE 1) and it must say they cannot be complete, and why."""
+    from tests.support.amqphelp import Capture, unique
+
+    theirs = json.loads(pegasus_status(scenario_dirs["held_abort"], condor_q_stub))["totals"]
+    assert theirs["failed"] == 1
+    events = replay_to(scenario_dirs["held_abort"], tmp_path / "events.bp")
+    exchange, queue = unique("status-x"), unique("status-q")
+
+    async def scenario_run() -> tuple[str, str, str]:
+        async with Capture(amqp_url, exchange, durable_queue=queue):
+            run = subprocess.Popen([sys.executable, "-m", "streamer", "status", f"{amqp_url}/{exchange}",
+                                    "--queue", queue, "--idle", "1"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            try:
+                first = await asyncio.wait_for(asyncio.to_thread(run.stderr.readline), 30)  # type: ignore[union-attr]
+                streamer("load", str(events), "--dest", f"{amqp_url}/{exchange}?events={DEPLOY_README_FILTER}", "-q")
+                out, err = await asyncio.to_thread(run.communicate, timeout=60)
+            finally:
+                if run.poll() is None:
+                    run.kill()
+                    run.communicate()
+            return first, out, err
+
+    first, out, err = asyncio.run(scenario_run())
+    assert "waiting for events" in first and exchange in first and "guest:guest" not in first, first
+    assert "cannot be complete" in err and "stampede.job.info" in err, err
+    assert "guest:guest" not in out + err
+
+
+def test_event_file_status_says_when_the_totals_cannot_be_complete(scenario_dirs: dict[str, Path],
+                                                                    tmp_path: Path) -> None:
+    events = replay_to(scenario_dirs["held_abort"], tmp_path / "events.bp")
+    whole = streamer("status", str(events))
+    assert "cannot be complete" not in whole.stderr, whole.stderr
+    filtered = tmp_path / "filtered.bp"
+    streamer("load", str(events), "--dest", f"file://{filtered}?events={DEPLOY_README_FILTER}", "-q")
+    done = streamer("status", str(filtered))
+    assert "cannot be complete" in done.stderr and "stampede.job.info" in done.stderr, done.stderr
+    late = tmp_path / "late.bp"  # a stream joined after the workflow started: no wf.plan, no xwf.start
+    late.write_text("".join(line for line in events.read_text().splitlines(keepends=True)
+                            if "event=stampede.wf.plan" not in line and "event=stampede.xwf.start" not in line))
+    done = streamer("status", str(late))
+    assert "cannot be complete" in done.stderr and "began before" in done.stderr, done.stderr

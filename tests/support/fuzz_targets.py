@@ -23,7 +23,7 @@ from streamer.events import Event, FieldError, bp, jsonenc
 from streamer.events import event as event_module
 from streamer.monitor.parsers import braindump, dagman, jobstate, kickstart, staticbp, submitfile, yamlguard, yamlsub
 
-SHARED = Path(os.environ.get("STREAMER_SHARED", Path(__file__).resolve().parent.parent.parent / "shared"))
+SHARED = Path(os.environ.get("STREAMER_SHARED", Path(__file__).resolve().parents[3] / "shared"))
 
 
 @dataclass(frozen=True)
@@ -223,6 +223,53 @@ def run_jobstate_line(data: bytes) -> None:
     jobstate.parse_line(text(data))
 
 
+# ---------------------------------------------------------------- workflow files that are no files
+
+SPECIAL = ("regular", "fifo", "symlink loop", "dev zero", "dev null", "directory", "dangling")
+"""What a workflow's file may be instead of a regular file (`run_input_file`'s first byte picks one)."""
+
+
+def run_input_file(data: bytes) -> None:
+    """The one opener of workflow files (`limits`): a regular file's bytes, or NotRegularFile/FileNotFoundError
+    for the others, at once (a FIFO with no writer, /dev/zero, a link loop never stall it)."""
+    import tempfile
+
+    from streamer.util import limits
+
+    kind = SPECIAL[data[0] % len(SPECIAL)] if data else "regular"
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "job.out.000"
+        if kind == "regular":
+            path.write_bytes(data)
+        elif kind == "fifo":
+            os.mkfifo(path)
+        elif kind == "symlink loop":
+            path.symlink_to(path.with_name("other"))
+            path.with_name("other").symlink_to(path)
+        elif kind in ("dev zero", "dev null"):
+            path.symlink_to("/dev/zero" if kind == "dev zero" else "/dev/null")
+        elif kind == "directory":
+            path.mkdir()
+        else:
+            path.symlink_to(path.with_name("nowhere"))
+        for read in (lambda: limits.read_bounded(path, max_bytes=1 << 16),
+                     lambda: b"".join(line.encode() for _n, line in limits.iter_lines(path, max_line=1 << 12))):
+            try:
+                got = read()
+            except limits.NotRegularFile as exc:
+                assert kind not in ("regular", "dangling") and str(exc).startswith(f"{path}: "), (kind, exc)
+                continue
+            except FileNotFoundError:
+                assert kind == "dangling", kind
+                continue
+            assert kind == "regular", f"{kind} was read as a file"
+            assert len(got) <= len(data)
+
+
+def _input_file_seeds() -> list[bytes]:
+    return [bytes([i]) + b"- invocation: True\n  hostname: h\n" for i in range(len(SPECIAL))]
+
+
 # ---------------------------------------------------------------- Chimbuko provenance records
 
 def _provenance_seeds() -> list[bytes]:
@@ -288,6 +335,36 @@ def _notify_seeds() -> list[bytes]:
     ]
 
 
+# ---------------------------------------------------------------- names that reach a path or a name
+
+TRAVERSAL = [b"../../../ESCAPED", b"..", b".", b"/etc/passwd", b"..\\..\\x", b"%2e%2e%2fx", b"a/../../b",
+             b"x?events=*", b"x#y", b"u@h:1", b"a\x00b", b"a\nb", "\u202e\u2028x".encode(), b"x" * 256, b""]
+"""Values a workflow's files may hold where streamer takes a name: uuids, dag and notify names, labels."""
+
+
+def run_safe_names(data: bytes) -> None:
+    """The guard accepts a value only when, joined to a directory, it stays one step inside it; a braindump
+    naming such files is refused (BraindumpError), never anything else."""
+    from streamer.util import safenames
+
+    value = text(data)
+    try:
+        safenames.component(value, "fuzz")
+    except safenames.UnsafeName:
+        pass
+    else:
+        assert os.path.dirname(os.path.normpath(os.path.join("/d", value))) == "/d", value
+        assert "?" not in value and "#" not in value and "%" not in value
+    try:
+        braindump.check_names({"dag": value, "notify": value})
+    except braindump.BraindumpError:
+        pass
+    try:
+        safenames.sql_identifier(value)
+    except safenames.UnsafeName:
+        pass
+
+
 # ---------------------------------------------------------------- the table
 
 TARGETS: dict[str, Target] = {t.name: t for t in [
@@ -310,6 +387,8 @@ TARGETS: dict[str, Target] = {t.name: t for t in [
     Target("static_bp", run_static_bp, lambda: _lines("*.static.bp")),
     Target("jobstate_line", run_jobstate_line, lambda: _lines("jobstate.log")),
     Target("notify", run_notify, _notify_seeds),
+    Target("input_file", run_input_file, _input_file_seeds),
+    Target("safe_names", run_safe_names, lambda: list(TRAVERSAL)),
     Target("provenance_record", run_provenance_record, _provenance_seeds),
     Target("provenance_scanner", run_provenance_scanner, lambda: [b"[" + b",\n".join(_provenance_seeds()) + b"]"]),
 ]}

@@ -7,16 +7,9 @@ Messages are what monitord publishes, made reliable: routing key = event name
 (`routing_key=underscore` gives `stampede_inv_end`), body = the monitord JSON
 object (`jsonenc.dumps`), content type `application/json`, persistent,
 `message_id` = the event's stable id, `timestamp` = when streamer accepted it,
-and two headers monitord does not send: `wf_uuid` (the event's workflow) and
-`root_wf_uuid` (its root workflow; a sub-workflow's events name its root), so
-RabbitMQ can split the stream by workflow tree (`streamer topology`,
-`amqp/topology.py`). `xwf.map.subwf_job`, the one event without `root.xwf.id`,
-takes its workflow's root as seen in earlier events.
-
-Several brokers (`amqp://u:p@h1,h2,h3/vhost/exchange`, the nodes of a cluster):
-the endpoint connects to the first that answers and, when its node is lost,
-to the next one (`amqpconn.connect`); it spools only when none answers.
-`node` is the broker in use (logged, and in the metrics).
+headers `wf_uuid` and `root_wf_uuid` (`headers.py`). Several brokers
+(`amqp://u:p@h1,h2,h3/vhost/x`): the next node when one is lost, spooled only
+when none answers (`amqp/connection.connect`); `node` is the one in use.
 
 No loss, without stalling the run:
 - `write(batch)` publishes the batch with publisher confirms in flight (one
@@ -46,10 +39,8 @@ aiormq's internals), because aiormq's per-message `basic_publish` manages
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import math
-import os
 import time
 from collections import Counter
 from pathlib import Path
@@ -63,6 +54,8 @@ from streamer.amqp.connection import _PERMANENT, AMQPTarget, BrokerUnavailable, 
 from streamer.core.options import OptionError, is_true
 from streamer.core.options import parse_size as _parse_size
 from streamer.events import Event, jsonenc
+from streamer.util import safenames
+from streamer.endpoints.amqp.spooldir import default_spool_dir, leftover_spools
 from streamer.util.urls import EndpointURL
 from streamer.endpoints.amqp.channel import Item, RawChannel, is_ack
 from streamer.endpoints.amqp.headers import WorkflowHeaders
@@ -241,6 +234,9 @@ class AMQPEndpoint(Endpoint):
     def default_spool(self) -> Path | None:
         return default_spool_dir(self.target)
 
+    def leftover_spools(self) -> list[Path]:
+        return leftover_spools(self.target)
+
     def give_up_after(self, seconds: float) -> None:
         self.give_up = seconds
 
@@ -279,20 +275,22 @@ class AMQPEndpoint(Endpoint):
         mode = self.key_mode
         dumps = jsonenc.dumps
         headers = self.headers.of
-        if mode == "event":
-            return [(e.name, e.id, now, dumps(e), headers(e)) for e in batch]
-        return [(routing_key(e.name, mode), e.id, now, dumps(e), headers(e)) for e in batch]
+        out = [(e.name if mode == "event" else routing_key(e.name, mode), e.id, now, dumps(e), headers(e))
+               for e in batch]
+        for item in (out if any(len(item[0]) > 63 for item in out) else ()):  # a name from the input: over
+            safenames.amqp_short(item[0], "routing key")  # 255 bytes it is no routing key (ValueError: skipped)
+        return out
 
     async def write(self, batch: Sequence[Event]) -> None:
         """Publish `batch` until the broker confirmed all of it; past `give_up` seconds of outage,
         `Unavailable` with the events not confirmed as its `rest` (the spooling layer spools those)."""
         if not batch:
             return
-        items = self.items(batch)
+        items = self.encode_each(batch, self.items, lambda parts: [i for part in parts for i in part])  # one skipped
         try:
             await self._publish_until_confirmed(items)
         except Unavailable as exc:
-            by_id = {item[1]: event for item, event in zip(items, batch)}
+            by_id = {event.id: event for event in batch}
             exc.rest = [by_id[item[1]] for item in exc.rest] if exc.rest is not None else None
             raise
 
@@ -477,17 +475,5 @@ class SpoolCodec:
 SPOOL_CODEC = SpoolCodec()
 
 
-def default_spool_dir(target: AMQPTarget) -> Path:
-    """Stable per destination, so the next run finds what this one left: $STREAMER_STATE_DIR or
-    ~/.local/state/streamer."""
-    base = os.environ.get("STREAMER_STATE_DIR") or os.path.join(
-        os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state"), "streamer")
-    hosts = ",".join(f"{host}:{port}" for host, port in target.nodes)
-    ident = f"{target.user}@{hosts}/{target.vhost}/{target.exchange}"
-    digest = hashlib.sha256(ident.encode()).hexdigest()[:12]
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in target.exchange)[:40]
-    return Path(base) / "amqp-spool" / f"{safe}-{digest}"
-
-
 __all__ = ["AMQPEndpoint", "AMQPTarget", "MONITORD_EVENTS", "parse_target", "routing_key", "connect",
-           "BrokerUnavailable", "default_spool_dir"]
+           "BrokerUnavailable", "default_spool_dir", "leftover_spools"]

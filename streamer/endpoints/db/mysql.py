@@ -27,6 +27,7 @@ from typing import Any, Sequence
 from urllib.parse import unquote, urlsplit
 
 from streamer.events import Event
+from streamer.util import safenames
 from streamer.util.urls import EndpointURL, mask
 from streamer.endpoints.db.schema import version as schema_version
 from streamer.endpoints.db.schema import stampede as schema
@@ -36,7 +37,8 @@ from streamer.endpoints.base import Endpoint, EndpointError
 from streamer.endpoints.db.common import WriteStats
 from streamer.endpoints.db.ids import ID_TABLES, IdPool, reserve_mysql
 from streamer.endpoints.layers import resilience
-from streamer.endpoints.layers.resilience import CONNECTION, DEADLOCK, RetryPolicy, RetryStats, TransientError, retrying
+from streamer.endpoints.layers.resilience import (CONNECTION, DEADLOCK, RetryPolicy, RetryStats, TransientError,
+                                                  first_connection, retrying)
 from streamer.endpoints.db.loader import Loader
 from streamer.endpoints.db.plan import Plan, SQLDialect, doomed_sql, expunge_statements
 
@@ -90,6 +92,10 @@ def parse_target(url: EndpointURL) -> MySQLTarget:
     database = unquote(parts.path.lstrip("/"))
     if not database or "/" in database:
         raise EndpointError(f"{url.masked}: give the database as the URL's path (mysql://user@host/database)")
+    try:
+        safenames.sql_identifier(database, "database")
+    except safenames.UnsafeName as exc:
+        raise EndpointError(f"{url.masked}: {exc}") from None
     try:
         port = parts.port or 3306
     except ValueError:
@@ -156,7 +162,8 @@ class MySQLEndpoint(Endpoint):
     # -- lifecycle ----------------------------------------------------------
 
     async def open(self) -> None:
-        await self._retrying("connect", self._connect, deadline=min(self.retry_for, 30.0))
+        await self._retrying("connect", self._connect,
+                             first=first_connection(self.retry_for, float(self.option("connect_for", 30))))
 
     async def _raw_connect(self, database: str | None) -> Any:
         t = self.target
@@ -176,14 +183,15 @@ class MySQLEndpoint(Endpoint):
             if _is_lost(exc) and _code(exc) in (2003, 2006, 2013):
                 raise
             raise EndpointError(f"{self.name}: {mask(str(exc))}") from None
+        database = safenames.sql_identifier(self.target.database, "database")  # a name, never SQL
         try:
             async with conn.cursor() as cur:
                 await cur.execute("SELECT 1 FROM information_schema.schemata WHERE schema_name = %s",
                                   (self.target.database,))
                 if not await cur.fetchall():  # (IF NOT EXISTS would log a server warning when it exists)
-                    await cur.execute(f'CREATE DATABASE IF NOT EXISTS "{self.target.database}" '
+                    await cur.execute(f"CREATE DATABASE IF NOT EXISTS {database} "
                                       "CHARACTER SET utf8mb4")
-                await cur.execute(f'USE "{self.target.database}"')
+                await cur.execute(f"USE {database}")
                 await cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
             await self._locked(conn, self._ensure_schema)
         except BaseException:
@@ -250,11 +258,13 @@ class MySQLEndpoint(Endpoint):
             events = list(batch)
             await self._retrying(f"batch of {len(events)} events", self._write_once, events)
 
-    async def _retrying(self, what: str, fn: Any, *args: Any, deadline: float | None = None) -> Any:
+    async def _retrying(self, what: str, fn: Any, *args: Any, first: RetryPolicy | None = None) -> Any:
         """`fn(*args)`, through `resilience.retrying`: a lost connection is dropped and retried (reconnecting)
-        for `retry_for` seconds (or `deadline`); any other error fails the batch at once."""
-        policy = RetryPolicy(retry_for=self.retry_for if deadline is None else deadline,
-                             first_delay=0.1, max_delay=5.0, quiet_for=0.0)
+        for `retry_for` seconds (the first connection: `first`, `connect_for`); any other error fails the batch
+        at once."""
+        limit = first or RetryPolicy(retry_for=self.retry_for)
+        policy = RetryPolicy(retry_for=limit.retry_for, setting=limit.setting, first_delay=0.1, max_delay=5.0,
+                             quiet_for=0.0)
 
         async def attempt() -> Any:
             try:

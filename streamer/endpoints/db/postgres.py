@@ -26,14 +26,14 @@ from streamer.events import Event
 from streamer.util.urls import EndpointURL, mask
 from streamer.endpoints.db.schema import stampede as schema
 from streamer.endpoints import options as option_specs
-from streamer.endpoints.base import Endpoint, EndpointError
+from streamer.endpoints.base import Endpoint, EndpointError, Pending
 from streamer.endpoints.db.common import WriteStats, hold_orphans
 from streamer.endpoints.db.schema import provenance as provenance_schema
 from streamer.endpoints.db.schema import version as schema_version
 from streamer.endpoints.db.pgwriters import WriterLocks
 from streamer.endpoints.layers.resilience import (CONNECTION, STALE_IDS, Rejected, RetryPolicy, RetryStats,
-                                                  TransientError,
-                         postgres_fault, rejects_content, retrying)
+                                                  TransientError, first_connection, postgres_fault, rejects_content,
+                                                  retrying)
 from streamer.endpoints.db.ids import ID_TABLES, IdPool, reserve_postgres
 from streamer.endpoints.db.loader import Loader
 from streamer.endpoints.db.plan import FRESH_TABLES, POSTGRESQL, Plan, doomed_sql, expunge_statements, insert_sql
@@ -103,8 +103,8 @@ class PostgresEndpoint(Endpoint):
     # -- lifecycle ----------------------------------------------------------
 
     async def open(self) -> None:
-        # A wrong host or port should not keep a command waiting for minutes.
-        policy = RetryPolicy(retry_for=min(self.retry_for, 30.0))
+        # A wrong host or port should not keep a command waiting for minutes: `connect_for` (30 s).
+        policy = first_connection(self.retry_for, float(self.option("connect_for", 30)))
         await retrying(self.name, "connect", self._connect_once, policy, self.retry_stats)
 
     async def _connect_once(self) -> None:
@@ -141,6 +141,9 @@ class PostgresEndpoint(Endpoint):
 
     def holding(self) -> bool:
         return self.stats.waiting()
+
+    def pending(self) -> Pending:
+        return Pending(held=len(self.stats.holding or ()), owner=id(self))
 
     async def flush(self) -> None:
         if self.stats.waiting():  # events waiting for another writer's parent rows: now, or refused

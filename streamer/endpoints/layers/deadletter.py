@@ -33,6 +33,7 @@ from typing import Any, Sequence
 import orjson
 
 from streamer.events import Event, jsonenc
+from streamer.util.urls import mask
 from streamer.endpoints.base import Endpoint, EndpointError
 from streamer.endpoints.layers.base import Layer
 from streamer.endpoints.layers.resilience import Rejected
@@ -104,6 +105,7 @@ class DeadLetters(Layer):
         await self._dead_letter_json(orjson.loads(jsonenc.dumps(event)), reason)
 
     async def _dead_letter_json(self, obj: dict[str, Any], reason: str) -> None:
+        reason = mask(reason)  # a server's or library's message may hold the raw URL
         obj[jsonenc.DEAD_LETTER_KEY] = {"reason": reason, "endpoint": self.name,
                                         "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         line = orjson.dumps(obj) + b"\n"

@@ -10,13 +10,20 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from streamer.monitor.parsers import kickstart, plaindag
 from streamer.monitor.engineopts import DEFAULT as DEFAULT_OPTIONS, EngineOptions
 
 Emit = Callable[[str, dict[str, Any]], None]
-Warn = Callable[[str], None]
+
+
+class Warn(Protocol):
+    """Where a workflow's warnings go. `reason` (a short word: `kickstart_record`, `special_file`, ...)
+    marks an input that gave fewer events than it should: the run counts those by reason."""
+
+    def __call__(self, text: str, reason: str | None = None) -> None: ...
+
 
 
 class WorkflowError(RuntimeError):

@@ -8,12 +8,13 @@ import re
 from dataclasses import dataclass, field
 
 from streamer.monitor.engine.context import Warn
+from streamer.util.limits import read_bounded
 
 RE_DAG_JOB = re.compile(r"JOB\s+(\S+)\s(\S+)(\s+DONE)?", re.IGNORECASE)
 RE_DAG_TASK = re.compile(r"TASK\s+(\S*)\s(\S+)", re.IGNORECASE)
 RE_DAG_SCRIPT = re.compile(r"SCRIPT (?:PRE|POST)\s+(\S+)\s(\S+)\s(.*)", re.IGNORECASE)
 RE_DAG_SUBDAG = re.compile(r"SUBDAG EXTERNAL\s+(\S+)\s(\S+)\s?(?:DIR)?\s?(\S+)?", re.IGNORECASE)
-RE_PRE_LOG = re.compile(r"\s*-Dpegasus.log.\*=(\S+)\s.*", re.IGNORECASE)
+RE_PRE_LOG = re.compile(r"-Dpegasus.log.\*=(\S+)\s", re.IGNORECASE)  # searched: no leading \s*, linear
 
 
 @dataclass(slots=True)
@@ -89,11 +90,10 @@ def read(run_dir: str, dag_file: str, warn: Warn) -> DagFile:
     dag = DagFile()
     path = os.path.join(run_dir, dag_file)
     try:
-        handle = open(path, encoding="utf-8", errors="replace")
+        text = read_bounded(path).decode("utf-8", errors="replace")
     except OSError as exc:
-        warn(f"cannot read dag file {path}: {exc.strerror}")
+        warn(f"cannot read dag file {path}: {exc.strerror or exc}", reason="unreadable_file")
         return dag
-    with handle:
-        for line in handle:
-            dag.add_line(line, run_dir)
+    for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n"):  # as a text-mode read splits
+        dag.add_line(line, run_dir)
     return dag

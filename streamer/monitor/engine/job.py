@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from streamer.util.limits import read_bounded
+from streamer.util.limits import NotRegularFile, read_bounded
 from streamer.monitor.engine.state import StateError
 
 MAX_OUTPUT_LENGTH = 2**16 - 1
@@ -192,10 +192,17 @@ def job_fields(wf_uuid: str, job: Job) -> dict[str, Any]:
     return {"xwf.id": wf_uuid, "job.id": job.name, "job_inst.id": job.seq}
 
 
-def read_text(path: str) -> str | None:
-    """A job's output file as text (universal newlines), None when it cannot be read."""
+def read_text(path: str, problems: list[str] | None = None) -> str | None:
+    """A job's output file as text (universal newlines), None when it cannot be read.
+
+    A path that is there but no regular file (a FIFO, device, link loop) is said in `problems`.
+    """
     try:
         data = read_bounded(path)  # bytes then decode: no text-layer set-up per small file
+    except NotRegularFile as exc:
+        if problems is not None:
+            problems.append(f"{exc}: skipped")
+        return None
     except OSError:
         return None
     text = data.decode("utf-8", errors="replace")

@@ -16,6 +16,8 @@ from streamer.monitor.engine.dagfile import DagFile
 from streamer.monitor.engine.invocations import Invocations
 from streamer.monitor.engine.job import MAX_OUTPUT_LENGTH, REQUEST_KEYS, Job, job_fields, read_text
 
+LEFT_OUT = (": its invocation is made from the .sub file and DAGMan's times; host, file and integrity events "
+            "are left out")
 RE_LITE_EXIT = re.compile(r"^PegasusLite: exitcode (\d+).*$", re.MULTILINE)
 RE_LITE_HOST = re.compile(r"^.*Executing on host\s*(\S+)(?:\s*IP=(\S+))*.*$", re.MULTILINE)
 
@@ -73,12 +75,7 @@ class Outputs:
             if self.dag.has_post(job.name) or self.dag.is_pmc:
                 path += f".{job.output_counter:03d}"
                 job.rotated = True
-            text = read_text(path)
-            if text is None:
-                if not job.name.startswith("noop_") and job.dagman_out is None:  # a sub-workflow's: DAGMan's
-                    self.ctx.warn(f"cannot read kickstart output {path} of job {job.name}")
-            else:
-                records = kickstart.parse(text, path)
+            records = self._kickstart_records(job, path)
         lite_exit = self._pegasuslite_exitcode(job)
         if lite_exit is not None:
             job.exitcode = lite_exit
@@ -115,6 +112,25 @@ class Outputs:
                 self.inv.host_info(job, {"hostname": fqdn, "hostaddr": address, "resource": job.site})
         self._integrity_events(job)
         self._register_files(job)
+
+    def _kickstart_records(self, job: Job, path: str) -> list[dict[str, Any]]:
+        """The records of a job's kickstart output; what is left out is said, naming file and job, and counted."""
+        expected = not job.name.startswith("noop_") and job.dagman_out is None  # a sub-workflow's: DAGMan's
+        problems: list[str] = []
+        text = read_text(path, problems)
+        if text is None:
+            if expected:
+                reason = "special_file" if problems else "kickstart_missing"
+                why = problems[0] if problems else f"cannot read kickstart output {path}"
+                self.ctx.warn(f"{why}: job {job.name}{LEFT_OUT}", reason=reason)
+            return []
+        records = kickstart.parse(text, path, problems)
+        for problem in problems:
+            self.ctx.warn(f"{problem}: job {job.name}{LEFT_OUT if not records else ''}", reason="kickstart_record")
+        if not records and not problems and expected:
+            what = "empty" if not text.strip() else "holds no kickstart record"
+            self.ctx.warn(f"{path}: kickstart output {what}: job {job.name}{LEFT_OUT}", reason="kickstart_empty")
+        return records
 
     def _output_metadata(self, job: Job, outputs: dict[str, dict[str, str]]) -> None:
         count, duration = 0, 0.0

@@ -34,8 +34,10 @@ log = logging.getLogger(__name__)
 MULTIPART_MARKER = "---------------pegasus-multipart"
 MONITORING_START = "@@@MONITORING_PAYLOAD - START@@@"
 MONITORING_END = "@@@MONITORING_PAYLOAD - END@@@"
-RE_PROPS = re.compile(r'(\S+)\s*=\s*([^",]+)')
-RE_QUOTED_PROPS = re.compile(r'(\S+)\s*=\s*"([^"]+)"')
+RE_PROPS = re.compile(r'(?<![^\s,\[])([^\s=,\[]+)\s*=\s*([^",]+)')
+RE_QUOTED_PROPS = re.compile(r'(?<![^\s,\[])([^\s=,\[]+)\s*=\s*"([^"]+)"')
+"""`key=value` and `key="value"` of PMC's task and summary lines; a key starts after a blank, `,` or `[`
+and holds none of them, so each character is looked at a bounded number of times (found with findall)."""
 RE_ISO = re.compile(
     r"(\d{4})-?(\d{2})-?(\d{2})[ tT]?(\d{2}):?(\d{2}):?(\d{2})([.,]\d+)?([zZ]|[-+](\d{2}):?(\d{2}))"
 )
@@ -265,8 +267,26 @@ def _load_invocation(chunk: str) -> Any:
 
 # ---------------------------------------------------------------- record parsers
 
-def parse(text: str, where: str = "kickstart") -> list[dict[str, Any]]:
-    """All records of a kickstart file. An unreadable invocation record empties the list (as monitord)."""
+def parse(text: str, where: str = "kickstart", problems: list[str] | None = None) -> list[dict[str, Any]]:
+    """All records of a kickstart file. An unreadable invocation record empties the list (as monitord).
+
+    What is left out is said as `WHERE: what and why`: appended to `problems` when given (the engine
+    names the job and counts it), else logged as a warning.
+    """
+    said: list[str] = [] if problems is None else problems
+    try:
+        return _parse(text, where, said)
+    finally:
+        if problems is None:
+            for problem in said:
+                log.warning("%s", problem)
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+
+
+def _parse(text: str, where: str, problems: list[str]) -> list[dict[str, Any]]:
     records: list[dict[str, Any]] = []
     for number, (kind, chunk) in enumerate(split_records(text), 1):
         if kind == "invocation":
@@ -276,15 +296,15 @@ def parse(text: str, where: str = "kickstart") -> list[dict[str, Any]]:
                 if not isinstance(entry, dict):
                     raise ValueError("invocation record is not a mapping")
             except (yaml.YAMLError, ValueError, TypeError, IndexError) as exc:
-                log.warning("%s: unreadable YAML invocation record (record %d: %s); records ignored",
-                            where, number, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+                problems.append(f"{where}: unreadable YAML invocation record (record {number}: {_first_line(exc)}); "
+                                "records ignored")
                 return []
             records.append(from_yaml(entry))
         elif kind == "xml":
             try:
                 records.append(from_xml(chunk))
             except ET.ParseError as exc:
-                log.warning("%s: unreadable XML invocation record (%s); records ignored", where, exc)
+                problems.append(f"{where}: unreadable XML invocation record ({exc}); records ignored")
                 return []
         elif kind in ("task", "summary"):
             record: dict[str, Any] = {"task" if kind == "task" else "clustered": True}
@@ -294,18 +314,17 @@ def parse(text: str, where: str = "kickstart") -> list[dict[str, Any]]:
                 record[key] = value
             records.append(record)
         elif kind == "multipart":
-            records.extend(_multipart(chunk, f"{where}: record {number}"))
+            records.extend(_multipart(chunk, f"{where}: record {number}", problems))
     return records
 
 
-def _multipart(chunk: str, where: str) -> list[dict[str, Any]]:
+def _multipart(chunk: str, where: str, problems: list[str]) -> list[dict[str, Any]]:
     try:
         entries = _load_subset(chunk, True)
         if entries is None:
             entries = _pyyaml(chunk)
-    except (yaml.YAMLError, yamlguard.TooDeep) as exc:
-        log.warning("%s: unreadable multipart record ignored (%s)", where,
-                    str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+    except (yaml.YAMLError, yamlguard.Refused) as exc:
+        problems.append(f"{where}: unreadable multipart record ignored ({_first_line(exc)})")
         return []
     if entries is None:
         return []

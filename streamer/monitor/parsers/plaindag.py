@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from streamer.monitor.parsers import braindump
+from streamer.util.limits import read_bounded
 
 TYPE_NUMBERS = {name: number for number, name in enumerate((
     "unknown", "compute", "stage-in-tx", "stage-out-tx", "registration", "inter-site-tx",
@@ -44,7 +45,7 @@ def _submit_description(path: Path) -> dict[str, str]:
     """`executable` and `arguments` of an HTCondor submit file."""
     out: dict[str, str] = {}
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text = read_bounded(path).decode("utf-8", errors="replace")
     except OSError:
         return out
     for line in text.splitlines():
@@ -62,7 +63,7 @@ def read_dag(dag: Path) -> DagInfo:
     jobs: dict[str, dict[str, Any]] = {}
     edges: list[tuple[str, str]] = []
     try:
-        lines = dag.read_text(encoding="utf-8", errors="replace").splitlines()
+        lines = read_bounded(dag).decode("utf-8", errors="replace").splitlines()
     except OSError:
         return DagInfo(str(dag), jobs, edges)
     for line in lines:

@@ -23,11 +23,22 @@ MAX_DEPTH = 100
 _Parser = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _DEEP_INDENT = "\n" + " " * MAX_DEPTH
 _OPEN = (yaml.SequenceStartEvent, yaml.MappingStartEvent)
+_ALIAS = yaml.AliasEvent
 _CLOSE = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
 
 
-class TooDeep(ValueError):
+class Refused(ValueError):
+    """A YAML text no loader is given: too deep, or with aliases."""
+
+
+class TooDeep(Refused):
     """A YAML text nested deeper than `MAX_DEPTH`: refused before any loader sees it."""
+
+
+class Aliased(Refused):
+    """A YAML text with an alias (`*name`): kickstart and the planner never write one, and a few
+    lines of them (`&a [x,x]`, `&b [*a,*a]`, ...) stand for a document of billions of nodes that
+    whatever walks or encodes the result would expand."""
 
 
 def could_be_deep(text: str, limit: int = MAX_DEPTH) -> bool:
@@ -36,14 +47,23 @@ def could_be_deep(text: str, limit: int = MAX_DEPTH) -> bool:
             or _DEEP_INDENT in text)
 
 
+def could_alias(text: str) -> bool:
+    """False when `text` cannot hold an anchor and an alias (the common case, decided by looking)."""
+    return "&" in text and "*" in text
+
+
 def depth(text: str, limit: int = MAX_DEPTH) -> int:
     """Nesting depth of `text`'s collections, counting stops past `limit`.
 
     Raises yaml.YAMLError for text that is not YAML: no loader may then walk
-    it (the subset loaders take only what PyYAML takes, so nothing is lost).
+    it (the subset loaders take only what PyYAML takes, so nothing is lost),
+    and Aliased at the first alias.
     """
     level = deepest = 0
     for event in yaml.parse(text, Loader=_Parser):
+        if isinstance(event, _ALIAS):
+            raise Aliased(f"YAML alias *{event.anchor[:40]} refused (kickstart writes none; aliases can expand "
+                          "a record without bound)")
         if isinstance(event, _OPEN):
             level += 1
             if level > deepest:
@@ -56,9 +76,17 @@ def depth(text: str, limit: int = MAX_DEPTH) -> int:
 
 
 def check(text: str, limit: int = MAX_DEPTH) -> None:
-    """Raise TooDeep when `text` nests collections deeper than `limit`.
+    """Raise TooDeep when `text` nests collections deeper than `limit`, Aliased when it uses an alias.
 
-    Text that could be deep and is not YAML at all raises yaml.YAMLError.
+    Text that could be deep or aliased and is not YAML at all raises yaml.YAMLError.
     """
-    if could_be_deep(text, limit) and depth(text, limit) > limit:
+    if not (could_be_deep(text, limit) or could_alias(text)):
+        return
+    try:
+        deep = depth(text, limit)
+    except yaml.YAMLError as exc:  # libyaml 0.2.6 stops at 1,000 flow levels by itself: the same refusal
+        if "maximum nesting depth" not in str(exc):
+            raise
+        deep = limit + 1
+    if deep > limit:
         raise TooDeep(f"YAML nested deeper than {limit} levels")

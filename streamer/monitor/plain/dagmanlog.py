@@ -38,11 +38,15 @@ from typing import Any
 from streamer.monitor.submitdir import stampede_db_path
 from streamer.events import Event
 from streamer.monitor.parsers import plaindag
+from streamer.util.limits import open_regular
 
 RE_INTERNAL = re.compile(r"^(\d+)\s+INTERNAL\s+\*\*\*\s+([A-Z_]+)(?:\s+(\S+))?\s+\*\*\*\s*$")
 RE_NODE = re.compile(r"^(\d+)\s+(\S+)\s+([A-Z_]+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*$")
 RE_JOBSTATE_LOG = re.compile(r"^\s*JOBSTATE_LOG\s+(\S+)", re.IGNORECASE)
 
+REMEMBERED = 32
+"""Lines of one instance remembered to know a repeat (an instance has about ten; the state stays small
+whatever a log holds)."""
 UNKNOWN_FAILURE_CODE = 2
 """Exit status given to a DAGMan run that started again without having ended (monitord's PM-723)."""
 
@@ -82,6 +86,10 @@ class DagmanLogError(ValueError):
     """A line that is not one of DAGMan's jobstate.log forms."""
 
 
+class RepeatedLine(Exception):
+    """An exact repeat of a line already read: it gives no events (see `DagmanJobstate.feed`)."""
+
+
 def is_dagman_jobstate_line(line: str) -> bool:
     """True for a line of DAGMan's (or monitord's) jobstate.log."""
     return bool(RE_INTERNAL.match(line) or RE_NODE.match(line))
@@ -90,7 +98,7 @@ def is_dagman_jobstate_line(line: str) -> bool:
 def sniff(path: str | Path) -> bool:
     """Does the file start with jobstate.log lines (first non-blank line)?"""
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:
             head = handle.read(4096)
     except OSError:
         return False
@@ -144,14 +152,18 @@ class DagmanJobstate:
         self.running = False      # a start without its end yet
         self.recovery: str | None = None  # None, "started", "finished", "failure"
         self.known: set[str] = set()      # nodes whose job.info went out
-        self.nodes: dict[str, list[Any]] = {}  # node -> [seq, js, sched_id, site, execute_ts, terminated_ts]
+        self.nodes: dict[str, list[Any]] = {}
+        """node -> [seq, js, sched_id, site, execute_ts, terminated_ts, lines read of this instance]."""
+        self.ended: dict[str, list[Any]] = {}
+        """node -> [seq, lines read] of its last instance that ended (a repeat of one of them is known)."""
+        self.last_internal: list[Any] | None = None
         self.unmapped = 0
 
     # -- state ---------------------------------------------------------------
     def to_state(self) -> dict[str, Any]:
         return {"xwf_id": self.xwf_id, "planned": self.planned, "starts": self.starts, "running": self.running,
                 "recovery": self.recovery, "known": sorted(self.known), "nodes": self.nodes,
-                "unmapped": self.unmapped}
+                "ended": self.ended, "last_internal": self.last_internal, "unmapped": self.unmapped}
 
     def restore(self, state: dict[str, Any]) -> None:
         self.xwf_id = state.get("xwf_id", self.xwf_id)
@@ -160,12 +172,22 @@ class DagmanJobstate:
         self.running = bool(state.get("running"))
         self.recovery = state.get("recovery")
         self.known = set(state.get("known", ()))
-        self.nodes = {k: list(v) for k, v in state.get("nodes", {}).items()}
+        self.nodes = {k: list(v) + [[]] * (7 - len(v)) for k, v in state.get("nodes", {}).items()}
+        self.ended = {k: list(v) for k, v in state.get("ended", {}).items()}
+        self.last_internal = state.get("last_internal")
         self.unmapped = int(state.get("unmapped", 0))
 
     # -- lines ---------------------------------------------------------------
     def feed(self, line: str) -> list[Event]:
-        """One line -> its events (blank lines give none). Raises DagmanLogError for other text."""
+        """One line -> its events (blank lines give none). Raises DagmanLogError for other text, and
+        RepeatedLine for an exact repeat of a line already read.
+
+        A repeat is a node line with the same time, node, state, condor id (or exit code), job tag and
+        sequence number as one of the last REMEMBERED lines of the same instance (the instance in progress,
+        or the last one of that node that ended), or an INTERNAL line identical to the INTERNAL line before it. DAGMan
+        writes each of its events once (in recovery it skips those already in the log), so a repeat says
+        the file was copied onto itself or concatenated: its events are already out.
+        """
         text = line.strip()
         if not text:
             return []
@@ -173,6 +195,10 @@ class DagmanJobstate:
         match = RE_INTERNAL.match(text)
         if match:
             ts = int(match[1])
+            said = [ts, match[2], match[3]]
+            if said == self.last_internal:
+                raise RepeatedLine(text)
+            self.last_internal = said
             self._plan(ts, out)
             self._internal(ts, match[2], match[3], out)
             return out
@@ -248,11 +274,19 @@ class DagmanJobstate:
             raise DagmanLogError(f"unknown INTERNAL line {what!r}")
 
     def _node(self, ts: int, node: str, event: str, condor: str, tag: str, seq: int, out: list[Event]) -> None:
-        self._job_info(ts, node, out)
+        said = [ts, event, condor, tag]
         inst = self.nodes.get(node)
         if inst is None or inst[0] != seq:
-            inst = [seq, 0, None, None, None, None]
+            ended = self.ended.get(node)
+            if ended is not None and ended[0] == seq and said in ended[1]:
+                raise RepeatedLine(f"{node} {event} {seq}")
+            inst = [seq, 0, None, None, None, None, []]
             self.nodes[node] = inst
+        elif said in inst[6]:
+            raise RepeatedLine(f"{node} {event} {seq}")
+        inst[6].append(said)
+        del inst[6][:-REMEMBERED]
+        self._job_info(ts, node, out)
         inst[1] += 1
         if re.fullmatch(r"-?\d+\.\d+", condor):
             inst[2] = condor
@@ -288,6 +322,7 @@ class DagmanJobstate:
             self._emit(out, "job_inst." + suffix, fields)
         if event in ("POST_SCRIPT_SUCCESS", "POST_SCRIPT_FAILURE", "POST_SCRIPT_FAILED"):
             del self.nodes[node]  # the last line of an instance: memory follows live nodes
+            self.ended[node] = [seq, inst[6]]
 
 
 def converter_for(log_path: Path) -> DagmanJobstate:

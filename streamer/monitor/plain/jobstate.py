@@ -23,13 +23,16 @@ from streamer.util.atomic import write_atomically
 from streamer.monitor.submitdir import sqlite_url
 from streamer.config.statedir import resume_refusal
 from streamer.sources.base import Batch, Source, SourceError
-from streamer.monitor.plain.dagmanlog import DagmanJobstate, DagmanLogError, converter_for, default_db_path
+from streamer.monitor.plain.dagmanlog import (DagmanJobstate, DagmanLogError, RepeatedLine, converter_for,
+                                              default_db_path)
 from streamer.sources.follow import FileFollower, FilePosition
 
 log = logging.getLogger("streamer.jobstate")
 
 STATE_VERSION = 1
 STATE_KIND = "dagman-jobstate"
+REPEATS_SHOWN = 10
+"""Repeated lines named one by one at most; the others are counted (said at the end)."""
 
 
 def default_state_path(path: Path) -> Path:
@@ -55,6 +58,8 @@ class JobstateSource(Source):
         self.report = report or (lambda message: log.warning("%s", message))
         self.converter: DagmanJobstate = converter_for(self.path)
         self.bad = 0
+        self.repeats = 0
+        """Exact repeats of lines already read (`DagmanJobstate.feed`): ignored, counted."""
         self.lines = 0
         self._follower: FileFollower | None = None
         self.start: FilePosition | None = None
@@ -147,6 +152,7 @@ class JobstateSource(Source):
             follower.stop()  # resumed after DAGMan had finished: read what came since, then end
         total = self.path.stat().st_size if self.path.is_file() else None
         last: FilePosition | None = self.start
+        repeats = 0
         async for chunk in follower.chunks():
             for line_no, reason in chunk.problems:
                 self._bad(line_no, reason)
@@ -163,18 +169,33 @@ class JobstateSource(Source):
                     events.extend(self.converter.feed(text))
                 except DagmanLogError as exc:
                     self._bad(number, str(exc))
+                except RepeatedLine:
+                    repeats += 1
+                    self._repeat(number)
                 number += 1
             self.lines += len(chunk.lines)
             last = chunk.position
             position = {"position": chunk.position.as_dict(), "converter": self.converter.to_state(),
                         "complete": False}
-            yield Batch(events, position, done=chunk.position.offset, total=total)
+            yield Batch(events, position, done=chunk.position.offset, total=total,
+                        dropped={"repeated_line": repeats} if repeats else {})
+            repeats = 0
             if self.follow and self.until_finished and self.converter.starts and not self.converter.running:
                 follower.stop()  # reads what is already there, then ends
+        if self.repeats > REPEATS_SHOWN:
+            self.report(f"{self.path}: {self.repeats - REPEATS_SHOWN:,} more exact repeats of earlier lines ignored "
+                        f"({self.repeats:,} in all)")
         if last is not None and not self.follow:
             # the end of a replay: mark the state complete so the next replay starts over
             position = {"position": last.as_dict(), "converter": self.converter.to_state(), "complete": True}
             yield Batch([], position, done=last.offset, total=total)
+
+    def _repeat(self, line_no: int) -> None:
+        self.repeats += 1
+        if self.repeats <= REPEATS_SHOWN:
+            self.report(f"{self.path}:{line_no}: exact repeat of an earlier line (same time, node, state, condor id, "
+                        "sequence): ignored" + (" (more are counted, not shown)" if self.repeats == REPEATS_SHOWN
+                                                else ""))
 
     def _bad(self, line_no: int, reason: str) -> None:
         self.bad += 1
