@@ -41,7 +41,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import re
 import time
 from typing import Any, AsyncIterator
 
@@ -367,9 +366,6 @@ def per_consumer_only(exc: BaseException) -> str | None:
     return None
 
 
-_CURRENT_TYPE = re.compile(r"inequivalent arg 'x-queue-type'.*current is '(\w+)'")
-
-
 async def queue_type_of(connection: Any, name: str) -> str | None:
     """The type of existing queue `name`, asked without harm: declaring it a classic queue is a no-op on a classic
     one and, on another type, a channel error (406, on a channel of its own) naming the current type. None when
@@ -381,8 +377,11 @@ async def queue_type_of(connection: Any, name: str) -> str | None:
         await channel.declare_queue(name, durable=True, arguments={"x-queue-type": "classic"})
         return "classic"
     except Exception as exc:  # the probe's channel is closed by the broker; the connection lives on
-        found = _CURRENT_TYPE.search(str(exc))
-        return found[1] if found and found[1] in QUEUE_TYPES else None
+        text = str(exc)
+        if "inequivalent arg 'x-queue-type'" not in text:
+            return None
+        found = text.partition("current is '")[2].partition("'")[0]
+        return found if found in QUEUE_TYPES else None
     finally:
         if not channel.is_closed:
             await channel.close()
