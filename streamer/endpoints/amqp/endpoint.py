@@ -6,7 +6,10 @@ vhost URL-encoded (`%2F` for `/`; without a vhost segment, `/`).
 Messages are what monitord publishes, made reliable: routing key = event name
 (`routing_key=underscore` gives `stampede_inv_end`), body = the monitord JSON
 object (`jsonenc.dumps`), content type `application/json`, persistent,
-`message_id` = the event's stable id, `timestamp` = when streamer accepted it.
+`message_id` = the event's stable id, `timestamp` = when streamer accepted it,
+headers `wf_uuid` and `root_wf_uuid` (`headers.py`). Several brokers
+(`amqp://u:p@h1,h2,h3/vhost/x`): the next node when one is lost, spooled only
+when none answers (`amqp/connection.connect`); `node` is the one in use.
 
 No loss, without stalling the run:
 - `write(batch)` publishes the batch with publisher confirms in flight (one
@@ -36,10 +39,8 @@ aiormq's internals), because aiormq's per-message `basic_publish` manages
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import math
-import os
 import time
 from collections import Counter
 from pathlib import Path
@@ -49,13 +50,15 @@ import aio_pika
 
 from streamer.amqp import connection as amqpconn
 from streamer.amqp.errors import channel_refusal
-from streamer.amqp.connection import _PERMANENT, AMQPTarget, BrokerUnavailable, _reason, connect, tls_context  # noqa: F401
+from streamer.amqp.connection import _PERMANENT, AMQPTarget, BrokerUnavailable, _reason, connect, node_of, tls_context  # noqa: F401
 from streamer.core.options import OptionError, is_true
 from streamer.core.options import parse_size as _parse_size
 from streamer.events import Event, jsonenc
 from streamer.util import safenames
+from streamer.endpoints.amqp.spooldir import default_spool_dir, leftover_spools
 from streamer.util.urls import EndpointURL
 from streamer.endpoints.amqp.channel import Item, RawChannel, is_ack
+from streamer.endpoints.amqp.headers import WorkflowHeaders
 from streamer.endpoints import options as option_specs
 from streamer.endpoints.base import Endpoint, EndpointError
 from streamer.endpoints.layers.resilience import CONNECTION, RetryPolicy, TransientError, Unavailable, retrying
@@ -138,8 +141,8 @@ class Publisher:
         self.raw.forget(items)
 
     @classmethod
-    async def open(cls, target: AMQPTarget, options: dict[str, Any]) -> "Publisher":
-        connection = await connect(target, options, name=f"streamer publisher {target.exchange}")
+    async def open(cls, target: AMQPTarget, options: dict[str, Any], *, after: str | None = None) -> "Publisher":
+        connection = await connect(target, options, name=f"streamer publisher {target.exchange}", after=after)
         try:
             channel = await connection.channel(publisher_confirms=True, on_return_raises=False)
             declare = str(options.get("declare", "true")).lower()
@@ -218,6 +221,9 @@ class AMQPEndpoint(Endpoint):
         broker returned as unroutable (`mandatory`)."""
         self.connects = 0
         """Connections opened (1 + reconnections)."""
+        self.node = ""
+        """`host:port` of the broker in use (or last used)."""
+        self.headers = WorkflowHeaders()
         self.unconfirmed_ids: set[str] | None = None
         """Set it to a set to record the ids of messages sent but not confirmed (tests, diagnostics)."""
         self.spool_codec = SPOOL_CODEC
@@ -272,7 +278,9 @@ class AMQPEndpoint(Endpoint):
         now = int(time.time())
         mode = self.key_mode
         dumps = jsonenc.dumps
-        out = [(e.name if mode == "event" else routing_key(e.name, mode), e.id, now, dumps(e)) for e in batch]
+        headers = self.headers.of
+        out = [(e.name if mode == "event" else routing_key(e.name, mode), e.id, now, dumps(e), headers(e))
+               for e in batch]
         for item in (out if any(len(item[0]) > 63 for item in out) else ()):  # a name from the input: over
             safenames.amqp_short(item[0], "routing key")  # 255 bytes it is no routing key (ValueError: skipped)
         return out
@@ -378,20 +386,27 @@ class AMQPEndpoint(Endpoint):
 
         async def attempt() -> None:
             nonlocal rest, again
-            self.resent += again
-            again = 0
-            if self.publisher is None or not self.publisher.alive:
+            # with several brokers, a node lost is followed at once by the others (`_connect` starts after it):
+            # the batch waits (or spools) only when none of them takes it
+            for tries_left in range(len(self.target.nodes) - 1, -1, -1):
+                self.resent += again
+                again = 0
+                if self.publisher is None or not self.publisher.alive:
+                    try:
+                        await self._connect()
+                    except BrokerUnavailable as exc:
+                        self._note_down(exc)
+                        raise TransientError(CONNECTION, _reason(exc)) from None
                 try:
-                    await self._connect()
-                except BrokerUnavailable as exc:
-                    self._note_down(exc)
-                    raise TransientError(CONNECTION, _reason(exc)) from None
-            try:
-                await self._publish(rest)
-            except _Unconfirmed as exc:
-                self._note_down(exc.cause)
-                rest, again = exc.rest, len(exc.rest)
-                raise TransientError(CONNECTION, _reason(exc.cause)) from None
+                    await self._publish(rest)
+                    return
+                except _Unconfirmed as exc:
+                    rest, again = exc.rest, len(exc.rest)
+                    if not tries_left:
+                        self._note_down(exc.cause)
+                        raise TransientError(CONNECTION, _reason(exc.cause)) from None
+                    log.warning("%s: lost broker %s (%s); failing over to the next one", self.name, self.node,
+                                _reason(exc.cause))
 
         policy = RetryPolicy(retry_for=self.give_up, first_delay=0.2, max_delay=self.retry_max, quiet_for=math.inf)
         try:
@@ -410,9 +425,11 @@ class AMQPEndpoint(Endpoint):
             if self.publisher is not None:
                 await self.publisher.close()
                 self.publisher = None
-            self.publisher = await Publisher.open(self.target, self.options)
+            # after a loss, the next node first: a dead node is tried last, not waited for
+            self.publisher = await Publisher.open(self.target, self.options, after=self.node or None)
             self.connects += 1
-            log.info("%s: connected", self.name)
+            self.node = node_of(self.publisher.connection)
+            log.info("%s: connected to %s", self.name, self.node)
 
     async def _drop_connection(self) -> None:
         if self.publisher is not None:
@@ -460,42 +477,6 @@ class SpoolCodec:
 
 
 SPOOL_CODEC = SpoolCodec()
-
-
-def _spool_root() -> Path:
-    """$STREAMER_STATE_DIR or ~/.local/state/streamer, then amqp-spool."""
-    base = os.environ.get("STREAMER_STATE_DIR") or os.path.join(
-        os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state"), "streamer")
-    return Path(base) / "amqp-spool"
-
-
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
-
-
-def _exchange_prefix(target: AMQPTarget) -> str:
-    """The part of a spool directory's name shared by every broker address of one exchange (user, vhost,
-    exchange): `<exchange>-<digest>`; the exchange name made safe (it comes from the user's URL)."""
-    safe = safenames.portable(target.exchange)
-    return f"{safe}-{_digest(f'{target.user}@/{target.vhost}/{target.exchange}')}"
-
-
-def default_spool_dir(target: AMQPTarget) -> Path:
-    """Stable per destination, so the next run finds what this one left: `<exchange>-<digest>-<address digest>`
-    under $STREAMER_STATE_DIR or ~/.local/state/streamer (`leftover_spools` finds the other addresses')."""
-    return _spool_root() / f"{_exchange_prefix(target)}-{_digest(f'{target.host}:{target.port}')}"
-
-
-def leftover_spools(target: AMQPTarget) -> list[Path]:
-    """Spool directories earlier runs left for this exchange at another broker address (a mistyped port, a
-    broker moved) or in the layout before addresses had their own part: delivered by this run first."""
-    root, own = _spool_root(), default_spool_dir(target)
-    ident = f"{target.user}@{target.host}:{target.port}/{target.vhost}/{target.exchange}"
-    earlier = root / f"{_exchange_prefix(target).rsplit('-', 1)[0]}-{_digest(ident)}"
-    if not root.is_dir():
-        return []
-    found = [p for p in root.glob(f"{_exchange_prefix(target)}-*") if p != own] + [earlier]
-    return sorted(p for p in set(found) if p.is_dir() and any(p.glob("*.seg")))
 
 
 __all__ = ["AMQPEndpoint", "AMQPTarget", "MONITORD_EVENTS", "parse_target", "routing_key", "connect",

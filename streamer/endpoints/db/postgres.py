@@ -159,6 +159,10 @@ class PostgresEndpoint(Endpoint):
             await pool.close()
         if self._writers is not None:
             writers, self._writers = self._writers, None
+            if writers.waits:
+                log.info("%s: %d batches waited for another writer's batch of the same workflow", self.name,
+                         writers.waits)
+            self.lock_waits = writers.waits
             await writers.close()
 
     # -- writing --------------------------------------------------------------
