@@ -166,7 +166,8 @@ async def run_pipeline(source: Source, specs: list[EndpointSpec], *, on_error: s
     if shared_exporter is not None:
         from streamer.run.metrics import source_label
 
-        shared_exporter.attach(bus, source=source_label(source), health=getattr(source, "health", None))
+        shared_exporter.attach(bus, source=source_label(source), health=getattr(source, "health", None),
+                               node=source)
     exporter = await start_metrics(metrics, bus, source)
     show = err.isatty() if progress is None else progress
     meter = meter if meter is not None else Progress(err, show)
@@ -236,7 +237,7 @@ async def start_metrics(address: str | None, bus: Bus, source: Source) -> Any:
 
     one = hasattr(source, "submit_dir")  # the workflow monitor follows one workflow (and its sub-workflows)
     exporter = await start_exporter(address, workflows=lambda: int(one and not getattr(source, "finished", False)))
-    exporter.attach(bus, source=source_label(source), health=getattr(source, "health", None))
+    exporter.attach(bus, source=source_label(source), health=getattr(source, "health", None), node=source)
     return exporter
 
 
