@@ -240,6 +240,26 @@ def test_progress_table_without_total_line_and_exit_status(tmp_path: Path) -> No
     assert progress.counts.state == "Failure"
 
 
+def test_progress_reads_dagman_lines_as_the_monitor_does(tmp_path: Path) -> None:
+    """The one DAGMan grammar: a stamp with HTCondor's debug category is a stamp (pegasus-status's own patterns
+    missed the whole table), and only DAGMan's own exit line ends the DAG."""
+    log = tmp_path / "x.dag.dagman.out"
+    log.write_text("11/14/23 22:13:20 (D_ALWAYS) DAG status: 0 (DAG_STATUS_OK)\n"
+                   "11/14/23 22:13:20 (D_ALWAYS) Of 4 nodes total:\n"
+                   "11/14/23 22:13:20 (D_ALWAYS)     1       0        1       0       2          0        0        0\n"
+                   "EXITING WITH STATUS 0\n")
+    progress = DagmanProgress(str(log), "root", "x.dag")
+    progress.poll()
+    assert (progress.counts.succeeded, progress.counts.queued, progress.counts.ready, progress.counts.total,
+            progress.counts.state) == (1, 1, 2, 4, "Running")
+    with open(log, "a") as handle:
+        handle.write("11/14/23 22:14:20 (D_ALWAYS) DAG status: 2 (DAG_STATUS_NODE_FAILED)\n"
+                     "11/14/23 22:14:20 (D_ALWAYS) Of 4 nodes total:\n"
+                     "11/14/23 22:14:20 (D_ALWAYS)     3       0     0       0       0       0       1       0\n")
+    progress.poll()
+    assert (progress.counts.succeeded, progress.counts.failed, progress.counts.state) == (3, 1, "Failure")
+
+
 def test_find_dagmans_does_not_follow_symlinks(tmp_path: Path) -> None:
     run_dir = generate(tmp_path / "wf", jobs=3, scenario="hierarchical", seed=0)
     found = [Path(p).relative_to(run_dir).as_posix() for p in find_dagmans(str(run_dir))]
