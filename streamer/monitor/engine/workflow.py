@@ -22,7 +22,7 @@ from streamer.util import safenames
 from streamer.monitor.parsers import jobstate
 from streamer.monitor.parsers.dagman import (
     Aborted, CondorId, DagmanSubmit, DagStart, Event, Finished, HeldReason, JobFailure, JobSuccess, LineParser, Other,
-    Pid, RecoveryEnd, RecoveryStart, ScriptDone, ScriptStarted, SubmitFailed, Version, classify)
+    Pid, RECOVERY_END_TEXT, RecoveryEnd, RecoveryStart, ScriptDone, ScriptStarted, SubmitFailed, Version, classify)
 from streamer.monitor.engineopts import DEFAULT as DEFAULT_OPTIONS, EngineOptions
 from streamer.monitor.engine import dagfile
 from streamer.monitor.engine.context import Context, Identity, Warn, WorkflowError
@@ -178,7 +178,7 @@ class Workflow:
             return None
         ctx.current_ts = int(ts)
         if self.skipping_recovery:
-            if "...done with RECOVERY mode" in line:
+            if RECOVERY_END_TEXT in line:
                 self.skipping_recovery = False
             return None
         kind = classify(line)

@@ -45,6 +45,8 @@ RE_PID = re.compile(r"\*\* PID = (\d+)$")
 RE_DAG_NAME = re.compile(r"Parsing (.+) ...$")
 RE_VERSION = re.compile(r"\*\* \$CondorVersion: ((\d+)\.(\d+)\.(\d+))")
 RE_HOLD = re.compile(r"Hold reason:(.*)")
+RECOVERY_END_TEXT = "...done with RECOVERY mode"
+"""The end of DAGMan's recovery (`RecoveryEnd`): what a reader skipping the recovered lines looks for."""
 
 
 RE_LEAD = re.compile(r"\d{1,2}/\d{1,2}(?:/\d{1,2})?\s+\d{1,2}:\d{2}:\d{2}\s+(?:\(D_\w*\)\s+)?")
@@ -325,7 +327,7 @@ def classify(line: str) -> Kind:
             return Version(int(m.group(2)), int(m.group(3)), int(m.group(4)))
     if "Running in RECOVERY mode..." in line:
         return RECOVERY_START
-    if "...done with RECOVERY mode" in line:
+    if RECOVERY_END_TEXT in line:
         return RECOVERY_END
     if "Received SIGUSR1" in line:
         return ABORTED
