@@ -20,23 +20,21 @@ from __future__ import annotations
 
 import asyncio
 import glob
-import json
 import logging
 import os
 from pathlib import Path
 from typing import Any, AsyncIterator, Iterator
 
-import orjson
 
-from streamer.util.atomic import write_atomically
+from streamer.util import checkpoint
 from streamer.monitor.submitdir import default_db_url
-from streamer.sources.base import Batch, Source
+from streamer.sources.base import Batch, Source, SourceError
 from streamer.config.statedir import resume_refusal
 from streamer.monitor import zones
 from streamer.monitor.parsers import braindump, plaindag
 from streamer.monitor.engineopts import DEFAULT, EngineOptions
 from streamer.monitor.runner import SNAPSHOT_INTERVAL, MonitorCore, ProcessRunner, Step, ThreadRunner, make_runner
-from streamer.monitor.tracker import READ_SIZE
+from streamer.util.tail import READ_SIZE
 
 log = logging.getLogger("streamer.monitor")
 
@@ -133,16 +131,11 @@ class WorkflowSource(Source):
 
     def _read_state(self) -> dict[str, Any] | None:
         try:
-            data = json.loads(self.state_path.read_text())
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError) as exc:
-            log.warning("%s: unreadable state (%s); starting over", self.state_path, exc)
-            return None
-        if not isinstance(data, dict) or data.get("version") != 1:
-            log.warning("%s: unknown state format; starting over", self.state_path)
-            return None
-        if data.get("complete") and not self.follow:
+            data = checkpoint.read(self.state_path, what="state (version 1)", refuse=checkpoint.writes_files(
+                self.destinations), accept=lambda data: data.get("version") == 1)
+        except checkpoint.CheckpointError as exc:
+            raise SourceError(str(exc)) from None
+        if data is not None and data.get("complete") and not self.follow:
             return None  # a finished replay replays from the start, as monitord -r does
         return data
 
@@ -206,7 +199,7 @@ class WorkflowSource(Source):
             position = {**position, "origin": head}
             if head["length"] >= HEAD:
                 self._head = head
-        write_atomically(self.state_path, orjson.dumps(position))
+        checkpoint.write(self.state_path, position)
 
     # ------------------------------------------------------------ batches
     async def batches(self) -> AsyncIterator[Batch]:
