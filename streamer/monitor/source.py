@@ -25,7 +25,6 @@ import os
 from pathlib import Path
 from typing import Any, AsyncIterator, Iterator
 
-
 from streamer.util import checkpoint
 from streamer.monitor.submitdir import default_db_url
 from streamer.sources.base import Batch, Source, SourceError
@@ -34,6 +33,7 @@ from streamer.monitor import zones
 from streamer.monitor.parsers import braindump, plaindag
 from streamer.monitor.engineopts import DEFAULT, EngineOptions
 from streamer.monitor.runner import SNAPSHOT_INTERVAL, MonitorCore, ProcessRunner, Step, ThreadRunner, make_runner
+from streamer.util.limits import open_regular
 from streamer.util.tail import READ_SIZE
 
 log = logging.getLogger("streamer.monitor")
@@ -281,7 +281,7 @@ def _head_of(dagman_out: str, length: int = HEAD) -> dict[str, Any] | None:
     import hashlib
 
     try:
-        with open(dagman_out, "rb") as handle:
+        with open_regular(dagman_out) as handle:  # a FIFO would block the open for ever
             head = handle.read(length)
     except OSError:
         return None

@@ -84,7 +84,7 @@ class Tracker:
     # ------------------------------------------------------------ tracking
     def _track(self, dagman_out: str, parent: dict[str, Any]) -> Tracked:
         entry = Tracked(dagman_out, os.path.dirname(dagman_out), Tail(dagman_out, on_change=OnChange.STOP,
-                                                                     say=self._warn), parent)
+                                                                     say=self._warn, max_line=MAX_LINE), parent)
         self.tracked.append(entry)
         self.by_path[dagman_out] = entry
         return entry
