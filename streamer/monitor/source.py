@@ -32,6 +32,8 @@ from streamer.config.statedir import resume_refusal
 from streamer.monitor import zones
 from streamer.monitor.parsers import braindump, plaindag
 from streamer.monitor.engineopts import DEFAULT, EngineOptions
+from streamer.monitor.engine.job import Job
+from streamer.monitor.engine.state import WorkflowState
 from streamer.monitor.runner import SNAPSHOT_INTERVAL, MonitorCore, ProcessRunner, Step, ThreadRunner, make_runner
 from streamer.util.limits import open_regular
 from streamer.util.tail import READ_SIZE
@@ -132,7 +134,7 @@ class WorkflowSource(Source):
     def _read_state(self) -> dict[str, Any] | None:
         try:
             data = checkpoint.read(self.state_path, what="state (version 1)", refuse=checkpoint.writes_files(
-                self.destinations), accept=lambda data: data.get("version") == 1)
+                self.destinations), accept=_resumable)
         except checkpoint.CheckpointError as exc:
             raise SourceError(str(exc)) from None
         if data is not None and data.get("complete") and not self.follow:
@@ -274,6 +276,22 @@ def _line_of(state: dict[str, Any], dagman_out: str) -> int:
             line = item["engine"].get("line_no")
             return line if isinstance(line, int) else 0
     return 0
+
+
+def _resumable(data: dict[str, Any]) -> bool:
+    """A monitor state this streamer resumes from: version 1, and every workflow's engine state one it reads
+    (else the one policy for a damaged state applies, rather than an error once the engines start)."""
+    if data.get("version") != 1:
+        return False
+    try:
+        for item in data.get("workflows", ()):
+            if item.get("engine") is not None:
+                state = WorkflowState.from_dict(item["engine"])
+                for job in state.jobs.values():
+                    Job.from_state(job, "monitor state")
+    except (ValueError, TypeError, KeyError, AttributeError):  # StateError is a ValueError
+        return False
+    return True
 
 
 def _head_of(dagman_out: str, length: int = HEAD) -> dict[str, Any] | None:

@@ -113,3 +113,20 @@ def test_jobstate_state_into_a_database_starts_clean(tmp_path: Path, caplog: pyt
         f"{state}: unreadable jobstate.log state (version 1) (written by another program or version); "
         "kept as state.json.bad, starting from the beginning"]
     assert json.loads(state.read_text())["kind"] == "dagman-jobstate"
+
+
+def test_replay_into_a_database_over_a_state_of_another_engine_version_starts_clean(tmp_path: Path) -> None:
+    """`engine/state.py` refused such a state with a StateError (exit 2) once the engines started."""
+    submit = generate(tmp_path / "wf", jobs=2, seed=3)
+    db = tmp_path / "o.db"
+    streamer("follow", str(submit), "--dest", f"sqlite:///{db}", "--quiet", check=True)
+    state = submit / "streamer.state.json"
+    saved = json.loads(state.read_text())
+    for item in saved["workflows"]:
+        item["engine"]["version"] = 2
+    state.write_text(json.dumps(saved))
+    run = streamer("follow", str(submit), "--dest", f"sqlite:///{db}", "--quiet")
+    assert run.returncode == 0, run.stderr
+    assert (f"{state}: unreadable state (version 1) (written by another program or version); kept as "
+            "streamer.state.json.bad, starting from the beginning") in run.stderr
+    assert json.loads((tmp_path / "wf" / "streamer.state.json.bad").read_text()) == saved
