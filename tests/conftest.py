@@ -121,6 +121,18 @@ async def pg_db(postgres_dsn: str):
         yield url
 
 
+@pytest.fixture
+def in_utc(monkeypatch: pytest.MonkeyPatch):
+    """Times on screen in UTC whatever the machine's zone (they are shown in the local zone, TZ)."""
+    import time
+
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
 FAULT_WORDS = re.compile(r"(?:^|_)(?:kill9?|killed|restarts?|restarted|stopped|sigterm|sigkill)(?=_|\[|$)")
 """A test named for stopping or killing something."""
 FAULT_NAMES = {"own_postgres", "own_rabbitmq", "own_cluster", "SIGKILL", "SIGTERM", "send_signal", "kill"}

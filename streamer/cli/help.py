@@ -99,6 +99,7 @@ offset the workflow recorded (braindump.yml's timestamp).
     "demo": """\
 example:
   streamer demo --out /tmp/streamer-demo   # a small workflow with a retry, a held job and a sub-workflow
+  streamer demo --live --out /tmp/live      # a workflow that grows for 60 s: try follow, tail, status --watch
 
 """ + help_block("demo"),
 }

@@ -205,6 +205,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_status_command(commands, HelpFormatter, _common)
 
+    from streamer.cli.topology import add_topology_command
+
+    add_topology_command(commands, HelpFormatter)
+
     from streamer.cli.serve import add_serve_command
 
     add_serve_command(commands, HelpFormatter, _common, _endpoint_options)
@@ -213,10 +217,15 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("monitord", add_help=False, help="run as pegasus-monitord (same options, properties, files)")
     commands.add_parser("install-monitord", add_help=False,
                         help="write a pegasus-monitord launcher into $PEGASUS_HOME/bin that starts streamer")
-    demo = commands.add_parser("demo", help="replay the bundled example workflow (no servers needed)",
+    demo = commands.add_parser("demo", help="replay the bundled example workflow, or grow one live (--live)",
                                epilog=epilog("demo"), formatter_class=HelpFormatter)
     demo.add_argument("--out", metavar="DIR", default="streamer-demo",
                       help="where to put the example workflow and its outputs (default: ./streamer-demo)")
+    demo.add_argument("--live", action="store_true",
+                      help="instead: write a workflow whose dagman.out grows for --duration seconds, and print "
+                           "the commands to try on it (follow, tail, status --watch, serve)")
+    demo.add_argument("--duration", type=float, default=60.0, metavar="SECONDS",
+                      help="--live: how long the workflow runs (default: 60)")
     _common(demo)
     return parser
 
@@ -268,7 +277,6 @@ def collect_endpoints(args: argparse.Namespace, defaults: list[str] | None = Non
 async def cmd_load(args: argparse.Namespace) -> int:
     from streamer.run.pipeline import print_summary, run_pipeline
     from streamer.sources.provenance import open_source
-    from streamer.sources.sniff import NotEventFile, check_event_file
 
     settings = collect_endpoints(args)
     if not settings.endpoints:
@@ -289,11 +297,7 @@ async def cmd_load(args: argparse.Namespace) -> int:
         if path.is_dir():
             raise ConfigError(f"{name}: is a directory, not an event file "
                               f"(for a submit dir use: streamer replay {name})")
-        _check_input(path, args.follow)
-        try:
-            check_event_file(path)
-        except NotEventFile as exc:
-            raise ConfigError(str(exc)) from None
+        _check_input(path, args.follow, command="load")
     inputs = _distinct_inputs(args.files)
     source = open_source(inputs, follow=args.follow, checkpoint=args.checkpoint or settings.checkpoint,
                          strict=args.strict, report=_report,
@@ -307,16 +311,23 @@ async def cmd_load(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
-def _check_input(path: Path, follow: bool) -> None:
-    """Usage error for an input that can never be read (a missing one only when not following)."""
+def _check_input(path: Path, follow: bool, *, command: str) -> None:
+    """Usage error for an input that can never be read (a missing one only when not following), or that is no
+    event file at all (a dagman.out, a Stampede DB: the message names what reads it)."""
     from streamer.sources.follow import FollowError, check_readable
+    from streamer.sources.sniff import NotEventFile, check_event_file
 
     try:
         check_readable(path)
     except FileNotFoundError as exc:
         if not follow:
             raise ConfigError(str(exc)) from None
+        return
     except FollowError as exc:
+        raise ConfigError(str(exc)) from None
+    try:
+        check_event_file(path, command)
+    except NotEventFile as exc:
         raise ConfigError(str(exc)) from None
 
 
@@ -389,7 +400,7 @@ async def cmd_tail(args: argparse.Namespace) -> int:
         from streamer.sources.provenance import ProvenanceSource, end_position, open_source
 
         path = Path(args.source)
-        _check_input(path, not args.no_follow)
+        _check_input(path, not args.no_follow, command="tail")
         files = open_source([path], follow=not args.no_follow, report=_report)
         if not args.from_start and not args.no_follow:
             start = _tail_start(path)
@@ -436,7 +447,8 @@ async def cmd_monitor(args: argparse.Namespace, *, follow: bool) -> int:
         _report(note)
     if not args.dest and not args.config and not args.conf and not args.quiet:
         sys.stderr.write(f"streamer: no --dest: writing {mask(settings.endpoints[0].url)} and jobstate.log\n")
-    elif not args.quiet and not source.plain and not any(s.url == source.default_db_url() for s in settings.endpoints):
+    db_written = any(s.url == source.default_db_url() for s in settings.endpoints)
+    if (args.dest or args.config or args.conf) and not args.quiet and not source.plain and not db_written:
         sys.stderr.write(f"streamer: note: {source.default_db_url().rsplit('/', 1)[-1]} is not written (endpoints "
                          f"given), so pegasus-analyzer and pegasus-statistics cannot read this run; add "
                          f"--dest {source.default_db_url()} to keep monitord's database\n")
@@ -458,7 +470,7 @@ async def cmd_monitor(args: argparse.Namespace, *, follow: bool) -> int:
     if not args.quiet:
         print_summary(result, sys.stderr)
         if not source.plain:
-            print_end_summary(view, source.submit_dir, sys.stderr)
+            print_end_summary(view, source.submit_dir, sys.stderr, tools=db_written)
     return result.exit_code
 
 
@@ -486,6 +498,10 @@ def _workflow_zone(args: argparse.Namespace, path: Path, configured: str | None 
 
 
 async def cmd_demo(args: argparse.Namespace) -> int:
+    if args.live:
+        from streamer.cli.demolive import run_live_demo
+
+        return await run_live_demo(Path(args.out), duration=args.duration, quiet=args.quiet)
     from streamer.cli.demo import run_demo
 
     return await run_demo(Path(args.out), quiet=args.quiet)
@@ -508,6 +524,10 @@ async def dispatch(args: argparse.Namespace) -> int:
         from streamer.status.command import run_status
 
         return await run_status(args)
+    if args.command == "topology":
+        from streamer.cli.topology import run_topology
+
+        return await run_topology(args)
     raise ConfigError(f"unknown command {args.command}")
 
 

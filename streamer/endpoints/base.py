@@ -136,6 +136,12 @@ class Endpoint(abc.ABC):
         `retry_for`): the spooling layer (`spooling.py`) calls it, and spools what the endpoint cannot take.
         An endpoint that does not retry has nothing to shorten."""
 
+    def undelivered(self) -> list[tuple[int, str]]:
+        """(count, what became of them) for events written here that did not arrive where the URL says: the
+        end summary subtracts them from the events delivered and names them (`pipeline.print_summary`), so
+        `5 -> amqp://… ok` never stands for five events the broker dropped."""
+        return [(self.unencodable, "skipped (cannot be encoded)")] if self.unencodable else []
+
     async def flush(self) -> None:
         """Make everything written so far durable (e.g. fsync). Called at checkpoints and exit."""
 

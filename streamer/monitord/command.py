@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from streamer.endpoints.layers.spooling import DEFAULT_DRAIN_TIMEOUT
 from streamer.config.settings import ConfigError, EndpointSpec, normalise_url
 from streamer.monitor.submitdir import default_db_url
 from streamer.util.runtime import log_to, run
@@ -150,6 +151,10 @@ def _endpoints(plan: Plan, params: dict[str, str]) -> None:
     for spec in plan.endpoints:
         if encoding and spec.url.startswith("file:") and "encoding=" not in spec.url:
             spec.options.setdefault("encoding", encoding)
+        if spec.url.startswith(("amqp:", "amqps:")) and "drain_timeout=" not in spec.url:
+            # as monitord: pegasus-remove's signals never cut short the flush of what the broker has not taken
+            # yet (a command's run gives up on a broker away at a signal, keeping its spool for the next run)
+            spec.options.setdefault("drain_timeout", DEFAULT_DRAIN_TIMEOUT)
 
 
 def _lenient(plan: Plan, read: Any, default: Any) -> Any:

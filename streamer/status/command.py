@@ -125,7 +125,7 @@ class SubmitDirStatus(StatusSource):
     def monitor(self, follow: bool) -> Any:
         from streamer.monitor.source import WorkflowSource
 
-        scratch = Path(tempfile.mkdtemp(prefix="streamer-status-"))
+        scratch = Path(tempfile.mkdtemp(prefix="streamer-status-"))  # DAGMan's times read by the one zone rule
         return WorkflowSource(self.path, follow=follow, timezone=self.timezone, write_jobstate=False,
                               state_path=scratch / "state.json", parser="thread"), scratch
 

@@ -130,3 +130,17 @@ def test_replay_into_a_database_over_a_state_of_another_engine_version_starts_cl
     assert (f"{state}: unreadable state (version 1) (written by another program or version); kept as "
             "streamer.state.json.bad, starting from the beginning") in run.stderr
     assert json.loads((tmp_path / "wf" / "streamer.state.json.bad").read_text()) == saved
+
+
+def test_a_damaged_stream_offset_file_follows_the_one_policy(tmp_path: Path) -> None:
+    """`sources/amqp/stream.py` raised ValueError (remove it to start) whatever the destinations."""
+    from streamer.sources.amqp.stream import StreamOffset
+
+    path = tmp_path / "q.json"
+    path.write_text('{"next": "x"}')
+    with pytest.raises(checkpoint.CheckpointError, match="q.json: unreadable stream offset file"):
+        StreamOffset(path, refuse=True)
+    assert StreamOffset(path).next is None
+    assert (tmp_path / "q.json.bad").read_text() == '{"next": "x"}'
+    StreamOffset(path).save(41)
+    assert StreamOffset(path).next == 42

@@ -85,6 +85,9 @@ class Layer(Endpoint):
     def give_up_after(self, seconds: float) -> None:
         self.inner.give_up_after(seconds)
 
+    def undelivered(self) -> list[tuple[int, str]]:
+        return self.inner.undelivered()
+
     def default_spool(self) -> Path | None:
         return self.inner.default_spool()
 

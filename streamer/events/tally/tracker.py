@@ -22,14 +22,13 @@ For the whole table a stream needs `STATUS_EVENTS`.
 
 from __future__ import annotations
 
-import re
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any, Callable, Iterable
-from urllib.parse import unquote
 
 from streamer.events import Event
+from streamer.events.tally.excerpt import stderr_excerpt
 from streamer.events.tally.counts import FAILURE, RUNNING, SUCCESS, DagCounts
 
 MAX_FAILURES = 10
@@ -50,21 +49,6 @@ def exit_code(raw: Any) -> int | None:
     if not isinstance(raw, int):
         return None
     return raw >> 8 if raw >= 256 and raw % 256 == 0 else raw
-
-
-_BANNER = re.compile(r"PegasusLite: version|Executing on host|^#++\s*+(\[Pegasus Lite\].*)?#*+$")
-"""Possessive runs: a line of 64 KiB of `#` and one other character is one pass, not a quadratic backtrack."""
-
-
-def first_line(text: Any) -> str | None:
-    """First line of a (monitord URL-quoted) stderr text, after PegasusLite's banner lines."""
-    if not isinstance(text, str) or not text:
-        return None
-    for line in unquote(text).splitlines():
-        line = line.strip()
-        if line and not _BANNER.search(line):
-            return line
-    return None
 
 
 @dataclass
@@ -302,7 +286,7 @@ class StatusTracker:
             return
         job.ended, job.end = True, f.get("ts")
         job.exitcode = exit_code(f.get("exitcode"))
-        job.stderr = first_line(f.get("stderr.text")) or job.stderr
+        job.stderr = stderr_excerpt(f.get("stderr.text")) or job.stderr
         if f.get("site"):
             job.site = str(f["site"])
         if job.start is None and isinstance(f.get("local.dur"), (int, float)) and isinstance(job.end, (int, float)):
