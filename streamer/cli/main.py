@@ -300,7 +300,8 @@ async def cmd_load(args: argparse.Namespace) -> int:
         _check_input(path, args.follow, command="load")
     inputs = _distinct_inputs(args.files)
     source = open_source(inputs, follow=args.follow, checkpoint=args.checkpoint or settings.checkpoint,
-                         strict=args.strict, report=_report)
+                         strict=args.strict, report=_report,
+                         destinations=[spec.url for spec in settings.endpoints])
     result = await run_pipeline(source, settings.endpoints, on_error=settings.on_error,
                                 progress=None if not args.quiet else False, metrics=args.metrics)
     if not args.quiet:
