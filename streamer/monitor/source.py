@@ -53,6 +53,8 @@ Condor id) tell one run from another run at the same path."""
 class WorkflowSource(Source):
     """Events of a workflow run (and its sub-workflows) from its submit directory."""
 
+    workflows = 1
+
     read_size = READ_SIZE
     """Bytes read per dagman.out per step: bounds the work (and batch) of one step."""
     poll_max = POLL_MAX
@@ -146,8 +148,11 @@ class WorkflowSource(Source):
             return None  # a finished replay replays from the start, as monitord -r does
         return data
 
-    def will_resume(self) -> bool:
-        """A state file this source will resume from (so a replay must not start its outputs afresh)."""
+    def resume_for(self, destinations: list[str] | None) -> bool:
+        """Decide, for this endpoint set (masked URLs and filters; None: not checked), whether to resume: True
+        when a state file is resumed from (so a replay must not start its outputs afresh); `notes` say why
+        (blocking: it reads the state)."""
+        self.destinations = destinations
         return self._load_state() is not None
 
     def history(self) -> Iterator[list[Any]]:

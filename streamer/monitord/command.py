@@ -8,7 +8,6 @@ import os
 import re
 import signal
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,7 +21,7 @@ from streamer.util.exitcodes import Exit
 from streamer.util.limits import open_regular
 
 if TYPE_CHECKING:
-    from streamer.endpoints.base import Endpoint
+    from streamer.run.wiring import Routed
 
 log = logging.getLogger("streamer.monitord")
 
@@ -278,9 +277,10 @@ class Watch:
 
 
 async def run_plan(plan: Plan) -> int:
-    from streamer.monitor import markers
     from streamer.monitor.source import WorkflowSource
-    from streamer.run.pipeline import print_summary, run_pipeline
+    from streamer.run.pipeline import RunOptions
+    from streamer.run.summary import print_summary
+    from streamer.run.workflow import WorkflowRun
 
     opts = plan.opts
     out_dir = Path(opts.output_dir) if opts.output_dir else plan.run_dir
@@ -292,7 +292,7 @@ async def run_plan(plan: Plan) -> int:
     source = WorkflowSource(plan.dagman_out, follow=follow, recursive=opts.recursive, timezone=plan.timezone,
                             state_path=state_path, engine=engine_options(plan))
     source.poll_max = 0.2
-    extra: list[tuple[Endpoint, EndpointSpec]] = []
+    extra: list[Routed] = []
     notifier = None
     if plan.notifications:
         from streamer.monitord.notifier import NotificationEndpoint, bin_dir
@@ -320,14 +320,14 @@ async def run_plan(plan: Plan) -> int:
                  f"{plan.notifications_timeout} s" if plan.notifications_timeout else "none")
     if opts.millisleep:
         log.info("using simulation delay of %d ms per dagman.out line", opts.millisleep)
+    workflow = WorkflowRun(source, replay=opts.replay)
+    await workflow.decide(None)
     watch = Watch(source, plan.dagman_out, follow)
     watch.install()
     watcher = asyncio.create_task(watch.dagman())
-    started = time.time()
-    markers.write_started(plan.run_dir, started)
     try:
-        result = await run_pipeline(source, plan.endpoints, defaults={"replay": opts.replay}, progress=False,
-                                    extra=extra, signals=False)
+        result = await workflow.run(plan.endpoints, RunOptions(progress=False, signals=False), extra=extra,
+                                    ended=lambda: not watch.dagman_gone and watch.signal is None)
     finally:
         watcher.cancel()
         await asyncio.gather(watcher, return_exceptions=True)
@@ -340,7 +340,6 @@ async def run_plan(plan: Plan) -> int:
         return DAGMAN_GONE
     if watch.signal is not None:
         return 1
-    markers.write_done(plan.run_dir, started, time.time())
     log.info("monitord process %d exiting with 0", os.getpid())
     return 0
 

@@ -23,6 +23,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Final, Iterator
 
+from streamer.config.command import MetricsError, parse_address
+
 log = logging.getLogger("streamer.run.metrics")
 
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, float("inf"))
@@ -109,10 +111,6 @@ def _family(name: str, **extra: Any) -> Any:
     return kinds[spec.kind](spec.name, spec.help, **labels, **extra)
 
 
-class MetricsError(ValueError):
-    """A bad `--metrics` address (usage error)."""
-
-
 SOURCE_LABELS = {"EventFileSource": "file", "ProvenanceSource": "file", "WorkflowSource": "workflow",
                  "ServeSource": "workflow", "JobstateSource": "jobstate", "QueueSource": "queue", "AMQPSource": "amqp"}
 
@@ -121,14 +119,6 @@ def source_label(source: Any) -> str:
     """The `source` label of a source object: file, workflow, jobstate, queue, amqp."""
     name = type(source).__name__
     return SOURCE_LABELS.get(name, name.removesuffix("Source").lower() or "source")
-
-
-def parse_address(text: str) -> tuple[str, int]:
-    """`HOST:PORT` or `:PORT` (all interfaces) or `[::1]:PORT`."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
-        raise MetricsError(f"--metrics {text!r}: expected HOST:PORT (e.g. 127.0.0.1:9464)")
-    return host.strip("[]") or "0.0.0.0", int(port)
 
 
 class Latency:
