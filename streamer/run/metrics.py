@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Final, Iterator
 
 from streamer.config.command import MetricsError, parse_address
+from streamer.sources.base import Source
 
 log = logging.getLogger("streamer.run.metrics")
 
@@ -115,7 +116,7 @@ SOURCE_LABELS = {"EventFileSource": "file", "ProvenanceSource": "file", "Workflo
                  "ServeSource": "workflow", "JobstateSource": "jobstate", "QueueSource": "queue", "AMQPSource": "amqp"}
 
 
-def source_label(source: Any) -> str:
+def source_label(source: Source) -> str:
     """The `source` label of a source object: file, workflow, jobstate, queue, amqp."""
     name = type(source).__name__
     return SOURCE_LABELS.get(name, name.removesuffix("Source").lower() or "source")
