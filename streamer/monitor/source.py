@@ -29,7 +29,7 @@ from typing import Any, AsyncIterator, Iterator
 import orjson
 
 from streamer.util.atomic import write_atomically
-from streamer.monitor.submitdir import default_db_url
+from streamer.monitor.submitdir import workflow_db_url
 from streamer.sources.base import Batch, Source
 from streamer.config.statedir import resume_refusal
 from streamer.monitor import zones
@@ -102,8 +102,7 @@ class WorkflowSource(Source):
     # ------------------------------------------------------------ identity
     def default_db_url(self) -> str:
         """monitord's default Stampede DB: `sqlite:///<submit dir>/<dag basename>.stampede.db`."""
-        dag = self.dag_file or os.path.basename(self.dagman_out).split(".dagman.out")[0]
-        return default_db_url(os.path.abspath(self.submit_dir), dag)
+        return workflow_db_url(os.path.abspath(self.submit_dir), self.dagman_out, self.dag_file)
 
     # ------------------------------------------------------------ state
     def _load_state(self) -> dict[str, Any] | None:

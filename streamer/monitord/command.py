@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from streamer.config.settings import ConfigError, EndpointSpec, normalise_url
-from streamer.monitor.submitdir import default_db_url
+from streamer.monitor.submitdir import workflow_db_url
 from streamer.util.runtime import log_to, run
 from streamer.util.urls import mask
 from streamer.monitord import files, options, properties, stats
@@ -138,8 +138,7 @@ def _endpoints(plan: Plan, params: dict[str, str]) -> None:
         plan.opts.ignored.append("--dest and --no-events conflict (monitord refuses both): --no-events wins")
     if plan.no_events:
         return
-    dag = params.get("dag") or plan.dagman_out.name[: -len(".dagman.out")]
-    default = default_db_url(plan.run_dir, dag)
+    default = workflow_db_url(plan.run_dir, plan.dagman_out, params.get("dag"))
     url = normalise_url(opts.dest) if opts.dest else properties.workflow_url(props, default)
     main = EndpointSpec(url=url)
     main.options.update(properties.timeout_options(props, None, url.split(":", 1)[0].lower()))
