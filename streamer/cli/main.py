@@ -196,6 +196,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_status_command(commands, HelpFormatter, _common)
 
+    from streamer.cli.topology import add_topology_command
+
+    add_topology_command(commands, HelpFormatter)
+
     from streamer.cli.serve import add_serve_command
 
     add_serve_command(commands, HelpFormatter, _common, _endpoint_options)
@@ -460,6 +464,10 @@ async def dispatch(args: argparse.Namespace) -> int:
         from streamer.status.command import run_status
 
         return await run_status(args)
+    if args.command == "topology":
+        from streamer.cli.topology import run_topology
+
+        return await run_topology(args)
     raise ConfigError(f"unknown command {args.command}")
 
 

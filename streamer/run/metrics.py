@@ -86,6 +86,9 @@ METRICS: Final = (
     MetricSpec("streamer_source_up", "gauge", ("source",),
                "1 while the source's broker is reachable, 0 while not",
                "a collector: 1 while its queue's broker is reachable, 0 while not (only sources with a broker)"),
+    MetricSpec("streamer_amqp_node", "gauge", ("client", "node"), "The RabbitMQ node an AMQP client is connected "
+               "to (or last was)", "1 per AMQP endpoint and collector, labelled with the broker node (`host:port`) it "
+               "uses now: with several brokers in the URL, where it failed over to"),
     MetricSpec("streamer_workflows_active", "gauge", (), "Workflows followed now",
                "workflows followed now (1 during a replay/follow, 0 for a load; `serve`: every workflow it follows)"),
     MetricSpec("streamer_event_latency_seconds", "histogram", (), "Event handed to the bus -> endpoint acknowledged",
@@ -170,6 +173,8 @@ class Metrics:
 
         self.buses: list[tuple[Any, str]] = []
         self.checks: dict[int, Callable[[], str | None]] = {}
+        self.clients: dict[int, Source] = {}
+        """Sources talking to a broker (`node`, `name`), by bus: `streamer_amqp_node`."""
         """Health of the sources (a collector's broker), by bus."""
         self.latency = Latency()
         self.retired: dict[str, list[int]] = {}
@@ -187,12 +192,16 @@ class Metrics:
         self.registry.register(self)  # `collect` below
         self._server: asyncio.base_events.Server | None = None
 
-    def attach(self, bus: Any, *, source: str, health: Callable[[], str | None] | None = None) -> None:
-        """Count `bus`; `health()`: None while its source is fine, else why not (shown by /healthz)."""
+    def attach(self, bus: Any, *, source: str, health: Callable[[], str | None] | None = None,
+               node: Source | None = None) -> None:
+        """Count `bus`; `health()`: None while its source is fine, else why not (shown by /healthz); `node`: the
+        source, whose `node` (the broker it reads from now, if any) `streamer_amqp_node` names."""
         self.buses.append((bus, source))
         bus.on_delivered = self._delivered
         if health is not None:
             self.checks[id(bus)] = health
+        if node is not None:
+            self.clients[id(bus)] = node
 
     def detach(self, bus: Any) -> None:
         """Stop watching `bus` (its run ended); what it counted stays in the counters."""
@@ -209,6 +218,7 @@ class Metrics:
                     self._remember(route)
         self.buses = [(b, s) for b, s in self.buses if b is not bus]
         self.checks.pop(id(bus), None)
+        self.clients.pop(id(bus), None)
 
     def _remember(self, route: Any) -> Any:
         """The `Pending` of `route`'s endpoint, remembered by owner when it ever spooled or failed."""
@@ -286,6 +296,7 @@ class Metrics:
         for source, value in reachable.items():
             sources.add_metric([source], value)
         yield sources
+        yield self._nodes()
         active = _family("streamer_workflows_active")
         active.add_metric([], self.workflows())
         yield active
@@ -294,6 +305,18 @@ class Metrics:
             cumulative += count
             buckets.append(("+Inf" if bound == float("inf") else repr(bound), cumulative))
         yield _family("streamer_event_latency_seconds", buckets=buckets, sum_value=self.latency.total)
+
+    def _nodes(self) -> Any:
+        """`streamer_amqp_node{client, node} 1`: the broker each AMQP endpoint and collector uses now."""
+        nodes = _family("streamer_amqp_node")
+        seen: set[str] = set()
+        clients: list[tuple[str, Any]] = [(c.name, c.node) for c in self.clients.values()]
+        clients += [(route.name, getattr(route.endpoint, "node", None)) for _, route in self.routes()]
+        for name, node in clients:
+            if isinstance(node, str) and node and name not in seen:
+                seen.add(name)
+                nodes.add_metric([str(name), node], 1)
+        return nodes
 
     # ------------------------------------------------------------ health and HTTP
 

@@ -22,11 +22,11 @@ class RunMetrics:
         `streamer_workflows_active` is the source's `workflows`)."""
         health = source.health if source.reachable else None
         if shared is not None:
-            shared.attach(bus, source=source_label(source), health=health)
+            shared.attach(bus, source=source_label(source), health=health, node=source)
         own = None
         if address:
             own = await start_exporter(address, workflows=lambda: source.workflows)
-            own.attach(bus, source=source_label(source), health=health)
+            own.attach(bus, source=source_label(source), health=health, node=source)
         return cls(bus, own, shared)
 
     async def close(self) -> None:

@@ -58,8 +58,16 @@ class Source(abc.ABC):
     while it runs."""
     reachable: ClassVar[bool] = False
     """The source reads from a server whose reachability `health()` says (`/healthz`, `streamer_source_up`)."""
+    node: str = ""
+    """The server node (`host:port`) the source reads from now, of the several its URL may name
+    (`streamer_amqp_node`); empty: none (yet)."""
     downstream: Downstream | None = None
     """Where the batches go, given by the run (`Run` sets it to its bus before the first batch)."""
+
+    @property
+    def name(self) -> str:
+        """What the source is called in metrics (`streamer_amqp_node`'s client) and messages."""
+        return type(self).__name__
 
     def held_downstream(self) -> bool:
         """True while an endpoint holds events of a published batch back (nothing from it on is committed):

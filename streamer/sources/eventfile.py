@@ -1,11 +1,13 @@
 """Source over `.bp` and `.jsonl` event files (replay or follow), with checkpoints.
 
 Each line is decoded by its first character: `{` is a JSON event (monitord's
-AMQP form or streamer's JSONL), anything else a BP line. A malformed line is
-reported as `FILE:LINE: reason`, counted and skipped (or, with `strict`,
-stops the run). The checkpoint file records, per input file, the device,
-inode, byte offset and line number reached once every endpoint acknowledged
-the events before it; it is written atomically (temp file, fsync, rename).
+AMQP form or streamer's JSONL), anything else a BP line. A malformed line —
+or an event against the schema's constraints (`events/constraints.py`: a
+mandatory field missing, `clustered=2`, ...) — is reported as `FILE:LINE:
+reason`, counted and skipped (or, with `strict`, stops the run). The
+checkpoint file records, per input file, the device, inode, byte offset and
+line number reached once every endpoint acknowledged the events before it; it
+is written atomically (temp file, fsync, rename).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any, AsyncIterator, Callable, Sequence
 import orjson
 
 from streamer.util.atomic import write_atomically
-from streamer.events import Event, bp, chimbuko, jsonenc
+from streamer.events import Event, bp, chimbuko, constraints, jsonenc
 from streamer.sources.base import Batch, Source, SourceError
 from streamer.sources.follow import Chunk, FileFollower, FilePosition
 
@@ -191,9 +193,12 @@ class EventFileSource(Source):
         where = str(path)
         compiled = bp.parse_compiled
         json_file = path.suffix.lower() in JSON_SUFFIXES
+        check = constraints.check
         for raw in _texts(chunk.lines):
             try:
                 event = compiled(raw) or decode_line(raw, json_file=json_file)  # compiled: the common lines
+                if event is not None:
+                    check(event)
             except ValueError as exc:
                 try:
                     self._bad(path, number, str(exc))

@@ -30,7 +30,7 @@ XWF = "1e2a3b4c-0000-4000-8000-000000000001"
 
 def job_info(job: str, second: int = 0) -> str:
     return (f"ts=2023-11-14T22:13:{second:02d}.000000Z event=stampede.job.info level=Info xwf.id={XWF} "
-            f"job.id={job} submit_file=j.sub type_desc=compute clustered=0 max_retries=3 task_count=1 "
+            f"job.id={job} submit_file=j.sub type=1 type_desc=compute clustered=0 max_retries=3 task_count=1 "
             "executable=/bin/true")
 
 

@@ -29,7 +29,7 @@ def lines(start: int, count: int) -> str:
                        f"xwf.id={XWF.format(i % 100)} restart_count={i}")
         else:
             out.append(f"ts=2023-11-14T22:13:{i % 60:02d}.000000Z event=stampede.job.info level=Info "
-                       f"xwf.id={XWF.format(1)} job.id=j{i} submit_file=j.sub type_desc=compute clustered=0 "
+                       f"xwf.id={XWF.format(1)} job.id=j{i} submit_file=j.sub type=1 type_desc=compute clustered=0 "
                        "max_retries=3 task_count=1 executable=/bin/true")
     return "".join(line + "\n" for line in out)
 
@@ -143,6 +143,27 @@ def test_healthz_includes_the_source() -> None:
     assert metrics.health() == problem
     metrics.detach(bus)
     assert metrics.health() == []
+
+
+def test_the_broker_node_in_use_is_a_metric(tmp_path: Path) -> None:
+    """With several brokers, `streamer_amqp_node{client, node}` names the one each AMQP endpoint and collector
+    uses now (issue 24 item 2)."""
+    from types import SimpleNamespace
+
+    from streamer.core.bus import Bus, make_route
+    from streamer.endpoints import create_endpoint
+    from streamer.events.codec import JSON_LINES
+    from streamer.run.metrics import Metrics
+
+    endpoint = create_endpoint(f"amqp://u:secret@h1,h3/%2F/wf?spool={tmp_path}")
+    endpoint.node = "h3:5672"  # what connecting sets
+    metrics, bus = Metrics(), Bus([make_route(endpoint, codec=JSON_LINES)])
+    source = SimpleNamespace(node="h2:5682", name="amqp://c@h1:5681,h2:5682/%2F/q")
+    metrics.attach(bus, source="queue", node=source)
+    found = {tuple(sorted(s.labels.items())): s.value for family in metrics.collect()
+             if family.name == "streamer_amqp_node" for s in family.samples}
+    assert found == {(("client", source.name), ("node", "h2:5682")): 1.0,
+                     (("client", endpoint.name), ("node", "h3:5672")): 1.0}
 
 
 def test_serve_counts_its_events_under_the_documented_source_label() -> None:

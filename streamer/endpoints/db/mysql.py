@@ -11,10 +11,14 @@ One batch = one transaction, planned by the shared loader. Writers share a
 database safely: each batch runs under the named lock `streamer.stampede`
 (GET_LOCK), takes its new ids from the tables' current maximum under that
 lock and commits before releasing it, so two streamers never hand out the
-same id. Every insert is idempotent on the table's natural key (`ON DUPLICATE
-KEY UPDATE` of nothing), so a batch re-sent after a crash or a lost
-connection changes nothing. A lost connection is retried with back-off for
-`retry_for` seconds (default 300), like the PostgreSQL endpoint.
+same id. The same workflow loaded by two writers at once is told by presence
+locks (`mysqlwriters.py`): the later one joins the load rather than deleting
+it, both re-read its ids; a row another writer inserted between two batches
+(a foreign key that fails, 1452) is read again and the batch retried. Every
+insert is idempotent on the table's natural key (`ON DUPLICATE KEY UPDATE` of
+nothing), so a batch re-sent after a crash or a lost connection changes nothing.
+A lost connection is retried with back-off for `retry_for` seconds (default
+300), like the PostgreSQL endpoint.
 """
 
 from __future__ import annotations
@@ -32,14 +36,16 @@ from streamer.util.urls import EndpointURL, mask
 from streamer.endpoints.db.schema import version as schema_version
 from streamer.endpoints.db.schema import stampede as schema
 from streamer.endpoints.db.schema import mysql as mysql_schema
+from streamer.endpoints.db.schema import provenance as provenance_schema
 from streamer.endpoints import options as option_specs
 from streamer.endpoints.base import Endpoint, EndpointError
 from streamer.endpoints.db.common import WriteStats
 from streamer.endpoints.db.ids import ID_TABLES, IdPool, reserve_mysql
 from streamer.endpoints.layers import resilience
-from streamer.endpoints.layers.resilience import (CONNECTION, DEADLOCK, RetryPolicy, RetryStats, TransientError,
-                                                  first_connection, retrying)
+from streamer.endpoints.layers.resilience import (CONNECTION, DEADLOCK, STALE_IDS, RetryPolicy, RetryStats,
+                                                  TransientError, first_connection, retrying)
 from streamer.endpoints.db.loader import Loader
+from streamer.endpoints.db.mysqlwriters import WriterSlots
 from streamer.endpoints.db.plan import Plan, SQLDialect, doomed_sql, expunge_statements
 
 log = logging.getLogger("streamer.endpoints.db")
@@ -118,8 +124,9 @@ def _is_lost(exc: BaseException) -> bool:
     return False
 
 
-_TRANSIENT_CODES = {1213: DEADLOCK, 1205: resilience.LOCK_TIMEOUT}
-"""ER_LOCK_DEADLOCK (the server rolled the transaction back), ER_LOCK_WAIT_TIMEOUT."""
+_TRANSIENT_CODES = {1213: DEADLOCK, 1205: resilience.LOCK_TIMEOUT, 1452: STALE_IDS}
+"""ER_LOCK_DEADLOCK (the server rolled the transaction back), ER_LOCK_WAIT_TIMEOUT, ER_NO_REFERENCED_ROW_2
+(a row the batch points at by a cached id is not there: another writer replaced it; the ids are read again)."""
 
 
 def mysql_fault(exc: BaseException) -> str | None:
@@ -137,7 +144,7 @@ class MySQLEndpoint(Endpoint):
     declared_options = option_specs.MYSQL
 
     schemes = ("mysql", "mariadb", "mysql+pymysql", "mysql+mysqldb", "mariadb+pymysql", "mysql+asyncmy")
-    default_events = "stampede.*"
+    default_events = "stampede.*,chimbuko.*"
 
     def __init__(self, url: EndpointURL, options: dict[str, Any] | None = None) -> None:
         super().__init__(url, options)
@@ -151,6 +158,9 @@ class MySQLEndpoint(Endpoint):
         self._conn: Any = None
         self._ids = IdPool()
         self._loader = Loader(MYSQL, self._ids, replay=self.flag("replay"))
+        self._writers = WriterSlots(self.target.database)
+        self._records_ready = False
+        """The provenance tables exist (checked once, on the first provenance record)."""
 
     @property
     def rejected(self) -> list[str]:
@@ -198,6 +208,7 @@ class MySQLEndpoint(Endpoint):
             conn.close()
             raise
         self._conn = conn
+        self._writers.reconnected()
 
     async def _drop(self) -> None:
         if self._conn is not None:
@@ -255,8 +266,11 @@ class MySQLEndpoint(Endpoint):
 
     async def write(self, batch: Sequence[Event]) -> None:
         if batch:
-            events = list(batch)
-            await self._retrying(f"batch of {len(events)} events", self._write_once, events)
+            records, events = provenance_schema.split(batch)
+            if events:
+                await self._retrying(f"batch of {len(events)} events", self._write_once, events)
+            if records:  # Chimbuko provenance records: their own tables (schema/provenance.py)
+                await self._retrying(f"batch of {len(records)} provenance records", self._write_records, records)
 
     async def _retrying(self, what: str, fn: Any, *args: Any, first: RetryPolicy | None = None) -> Any:
         """`fn(*args)`, through `resilience.retrying`: a lost connection is dropped and retried (reconnecting)
@@ -303,38 +317,63 @@ class MySQLEndpoint(Endpoint):
             except Exception:  # noqa: BLE001
                 await self._drop()
 
+    async def _write_records(self, records: list[Event]) -> None:
+        rows = await self._locked(self._conn, self._records_transaction, records)
+        self.stats.events += len(records)
+        self.stats.rows += rows
+        self.stats.batches += 1
+
+    async def _records_transaction(self, conn: Any, records: list[Event]) -> int:
+        if not self._records_ready:  # CREATE TABLE commits by itself in MySQL: before the transaction
+            async with conn.cursor() as cur:
+                await provenance_schema.ensure_mysql(cur)
+            self._records_ready = True
+        rows: int = await _committed(conn, provenance_schema.write_mysql, records)
+        return rows
+
     async def _write_once(self, events: list[Event]) -> None:
-        plan = await self._locked(self._conn, self._transaction, events)
+        self._ids.clear()
+        try:
+            plan = await self._locked(self._conn, _committed, self._plan_and_apply, events)
+        finally:
+            self._ids.clear()
         self._loader.committed()
         self.stats.record(plan, self.name)
 
-    async def _transaction(self, conn: Any, events: list[Event]) -> Plan:
+    async def _plan_and_apply(self, cur: Any, events: list[Event]) -> Plan:
         loader = self._loader
-        self._ids.clear()
-        await conn.begin()
-        try:
-            async with conn.cursor() as cur:
-                unknown = loader.unknown_uuids(events)
-                queries = loader.seed_sql(unknown) if unknown else []
-                while queries:
-                    results = {}
-                    for name, sql, params in queries:
-                        await cur.execute(sql, params)
-                        results[name] = [tuple(r) for r in await cur.fetchall()]
-                    queries = loader.seed(unknown, results)
-                await reserve_mysql(cur, self._ids, loader.id_demand(events))
-                plan = loader.plan(events)
-                await _apply(cur, plan)
-            await conn.commit()
-        except BaseException:
-            try:
-                await conn.rollback()
-            except Exception:  # noqa: BLE001
-                pass
-            raise
-        finally:
-            self._ids.clear()
+        # other writers of the same workflows: re-read what they committed, never expunge their rows
+        uuids = loader.mentioned_uuids(events)
+        await self._writers.announce(cur, uuids)
+        loader.share(await self._writers.shared_with_others(cur, uuids))
+        unknown = loader.unknown_uuids(events)
+        queries = loader.seed_sql(unknown) if unknown else []
+        while queries:
+            results = {}
+            for name, sql, params in queries:
+                await cur.execute(sql, params)
+                results[name] = [tuple(r) for r in await cur.fetchall()]
+            queries = loader.seed(unknown, results)
+        await reserve_mysql(cur, self._ids, loader.id_demand(events))
+        plan = loader.plan(events)
+        await _apply(cur, plan)
         return plan
+
+
+async def _committed(conn: Any, fn: Any, *args: Any) -> Any:
+    """`fn(cursor, *args)` in one transaction: committed, or rolled back when it raises."""
+    await conn.begin()
+    try:
+        async with conn.cursor() as cur:
+            result = await fn(cur, *args)
+        await conn.commit()
+    except BaseException:
+        try:
+            await conn.rollback()
+        except Exception:  # noqa: BLE001 - a lost connection has nothing to roll back
+            pass
+        raise
+    return result
 
 
 async def _existing_tables(conn: Any) -> dict[str, list[str]]:

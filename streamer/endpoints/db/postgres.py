@@ -159,6 +159,10 @@ class PostgresEndpoint(Endpoint):
             await pool.close()
         if self._writers is not None:
             writers, self._writers = self._writers, None
+            if writers.waits:
+                log.info("%s: %d batches waited for another writer's batch of the same workflow", self.name,
+                         writers.waits)
+            self.lock_waits = writers.waits
             await writers.close()
 
     # -- writing --------------------------------------------------------------
@@ -236,10 +240,7 @@ class PostgresEndpoint(Endpoint):
             async with conn.transaction():
                 # One writer per workflow at a time (locks taken in one order: no deadlock between them);
                 # what another writer of the same workflow committed is re-read before planning.
-                shared = await writers.serialize(conn, uuids)
-                if shared:
-                    loader.forget(shared)
-                    loader.joined.update(shared)
+                loader.share(await writers.serialize(conn, uuids))
                 unknown = loader.unknown_uuids(events)
                 queries = loader.seed_sql(unknown) if unknown else []
                 while queries:

@@ -213,10 +213,7 @@ class SQLiteEndpoint(Endpoint):
             # Take the write lock first: what we read (ids, existing rows) stays true until COMMIT,
             # even if another process writes the same file between our batches.
             conn.execute("BEGIN IMMEDIATE")
-            shared = writers.shared_with_others(uuids)
-            if shared:  # another writer loads this workflow too: re-read its ids, never expunge its rows
-                loader.forget(shared)
-                loader.joined.update(shared)
+            loader.share(writers.shared_with_others(uuids))  # re-read their ids, never expunge their rows
             self._ids.reload()
             unknown = loader.unknown_uuids(batch)
             for start in range(0, len(unknown), 400):
