@@ -405,23 +405,46 @@ def statements(plan: Plan) -> list[tuple[str, list[tuple[Any, ...]]]]:
         for key, changed in changes.items():
             groups.setdefault(tuple(changed), []).append((*changed.values(), key))
         for names, rows in groups.items():
-            sets = ", ".join(f"{schema.quote(c)} = %s" for c in names)
-            out.append((f"UPDATE {schema.quote(table)} SET {sets} WHERE {pk} = %s", rows))
+            sets = ", ".join(f"t.{schema.quote(c)} = v.{schema.quote(c)}" for c in names)
+            for derived, params in _derived((*names, pk), rows):
+                out.append((f"UPDATE {schema.quote(table)} t JOIN {derived} ON t.{pk} = v.{pk} SET {sets}",
+                            [params]))
     if plan.rc_pfn:
-        out.append((
-            "INSERT INTO rc_pfn (lfn_id, pfn, site) SELECT l.lfn_id, %s, %s FROM rc_lfn l WHERE l.lfn = %s "
-            "AND NOT EXISTS (SELECT 1 FROM rc_pfn p WHERE p.lfn_id = l.lfn_id AND p.pfn = %s AND p.site <=> %s)",
-            [(pfn, site, lfn, pfn, site) for lfn, pfn, site in plan.rc_pfn]))
+        for derived, params in _derived(("lfn", "pfn", "site"), list(plan.rc_pfn)):
+            out.append((
+                f"INSERT INTO rc_pfn (lfn_id, pfn, site) SELECT l.lfn_id, v.pfn, v.site FROM {derived} "
+                "JOIN rc_lfn l ON l.lfn = v.lfn WHERE NOT EXISTS (SELECT 1 FROM rc_pfn p "
+                "WHERE p.lfn_id = l.lfn_id AND p.pfn = v.pfn AND p.site <=> v.site)", [params]))
     if plan.rc_meta:
-        out.append((
-            'INSERT INTO rc_meta (lfn_id, "key", value) SELECT lfn_id, %s, %s FROM rc_lfn WHERE lfn = %s '
-            "ON DUPLICATE KEY UPDATE value = VALUES(value)",
-            [(key, value, lfn) for (lfn, key), value in plan.rc_meta.items()]))
+        for derived, params in _derived(("lfn", "k", "val"), [(lfn, key, value) for (lfn, key), value
+                                                              in plan.rc_meta.items()]):
+            out.append((
+                f'INSERT INTO rc_meta (lfn_id, "key", value) SELECT l.lfn_id, v.k, v.val FROM {derived} '
+                "JOIN rc_lfn l ON l.lfn = v.lfn ON DUPLICATE KEY UPDATE value = v.val", [params]))
     if plan.wf_files:
-        out.append((
-            "INSERT INTO workflow_files (wf_id, task_id, lfn_id, file_type) SELECT %s, %s, lfn_id, %s "
-            "FROM rc_lfn WHERE lfn = %s ON DUPLICATE KEY UPDATE file_type = workflow_files.file_type",
-            [(wf, task, ft, lfn) for (wf, task, lfn), ft in plan.wf_files.items()]))
+        for derived, params in _derived(("wf", "task", "lfn", "ft"), [(wf, task, lfn, ft) for (wf, task, lfn), ft
+                                                                      in plan.wf_files.items()]):
+            out.append((
+                "INSERT INTO workflow_files (wf_id, task_id, lfn_id, file_type) SELECT v.wf, v.task, l.lfn_id, v.ft "
+                f"FROM {derived} JOIN rc_lfn l ON l.lfn = v.lfn "
+                "ON DUPLICATE KEY UPDATE file_type = workflow_files.file_type", [params]))
+    return out
+
+
+DERIVED_ROWS = 500
+"""Rows per multi-row statement (`_derived`): a few thousand parameters each."""
+
+
+def _derived(names: Sequence[str], rows: list[tuple[Any, ...]]) -> list[tuple[str, tuple[Any, ...]]]:
+    """Rows as derived tables `(SELECT %s AS a, ... UNION ALL SELECT %s, ...) v`, DERIVED_ROWS at a time, with
+    their parameters: one statement per chunk where asyncmy's executemany would send one per row (it rewrites
+    only INSERT ... VALUES)."""
+    first = "SELECT " + ", ".join(f"%s AS {schema.quote(n)}" for n in names)
+    other = " UNION ALL SELECT " + ", ".join(["%s"] * len(names))
+    out = []
+    for start in range(0, len(rows), DERIVED_ROWS):
+        chunk = rows[start:start + DERIVED_ROWS]
+        out.append((f"({first}{other * (len(chunk) - 1)}) v", tuple(x for row in chunk for x in row)))
     return out
 
 

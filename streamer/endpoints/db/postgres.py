@@ -36,7 +36,8 @@ from streamer.endpoints.layers.resilience import (CONNECTION, STALE_IDS, Rejecte
                                                   retrying)
 from streamer.endpoints.db.ids import ID_TABLES, IdPool, reserve_postgres
 from streamer.endpoints.db.loader import Loader
-from streamer.endpoints.db.plan import FRESH_TABLES, POSTGRESQL, Plan, doomed_sql, expunge_statements, insert_sql
+from streamer.endpoints.db import pgbulk
+from streamer.endpoints.db.plan import FRESH_TABLES, POSTGRESQL, Plan, doomed_sql, expunge_statements
 
 log = logging.getLogger("streamer.endpoints.db")
 
@@ -278,19 +279,23 @@ async def _apply(conn: Any, plan: Plan) -> None:
         if ids:
             for sql in expunge_statements(POSTGRESQL, ids):
                 await conn.execute(sql)
-    before, tables, after = plan.phases(POSTGRESQL)
-    for sql, rows in before:
-        await conn.executemany(sql, rows)
+    _, tables, _ = plan.phases(POSTGRESQL)
+    before, after = pgbulk.replica_catalog(plan)
+    for sql, args in before:
+        await conn.execute(sql, *args)
     for table, cols, rows in tables:
-        if len(rows) < COPY_THRESHOLD:
-            await conn.executemany(insert_sql(POSTGRESQL, table, cols, idempotent=table not in FRESH_TABLES), rows)
-            continue
-        if table in FRESH_TABLES:  # cannot conflict: straight in
+        if len(rows) < COPY_THRESHOLD:  # one statement of arrays (`pgbulk`), not one per row
+            sql, args = pgbulk.insert(table, cols, rows, idempotent=table not in FRESH_TABLES)
+            await conn.execute(sql, *args)
+        elif table in FRESH_TABLES:  # cannot conflict: straight in
             await conn.copy_records_to_table(table, records=rows, columns=list(cols))
         else:
             await _copy_insert(conn, table, cols, rows)
-    for sql, rows in after:
-        await conn.executemany(sql, rows)
+    for table, changes in plan.updates.items():
+        for sql, args in pgbulk.update(table, changes):
+            await conn.execute(sql, *args)
+    for sql, args in after:
+        await conn.execute(sql, *args)
 
 
 async def _create_staging(conn: Any) -> None:

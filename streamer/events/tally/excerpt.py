@@ -9,7 +9,8 @@ import re
 from typing import Any
 from urllib.parse import unquote
 
-_BANNER = re.compile(r"PegasusLite: version|Executing on host|^#+\s*(\[Pegasus Lite\].*)?#*$")
+_BANNER = re.compile(r"PegasusLite: version|Executing on host|^#++\s*+(\[Pegasus Lite\].*)?#*+$")
+"""Possessive runs: a line of 64 KiB of `#` and one other character is one pass, not a quadratic backtrack."""
 _LITE_LOG = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?: ")
 """A line PegasusLite itself logged (its time stamp first); any other line is the task's or a tool's own."""
 _LITE_EXIT = re.compile(r"^PegasusLite: exitcode -?\d+$")

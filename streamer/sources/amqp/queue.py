@@ -21,7 +21,12 @@ collector has delivered them to its endpoints (the central PostgreSQL, files).
   while held events fill it (`_widen_window`), so the parents a killed
   collector's requeued messages bring, behind the held events, still arrive.
   See docs/guide/collect.md for what each mode guarantees.
-- **Prefetch window** (`?prefetch=N`, default 1000): messages in flight per collector.
+- **Batches by size and time** (`?batch=N`, default 5000 events; `?linger=SECONDS`, default 0.25): once a
+  message came, the collector waits for more until it has `batch` of them or `linger` has passed, and hands
+  them to the endpoints as one batch (one database transaction), whatever the rate messages arrive at. A batch
+  never exceeds the prefetch window (nothing more would come before it is acknowledged).
+- **Prefetch window** (`?prefetch=N`, default twice `batch`): messages in flight per collector (the next batch
+  fills while one is written).
 - **Reconnect**: a lost connection is retried with backoff (up to `retry_max`
   seconds between attempts); what was in flight is redelivered by the broker.
 - `?declare=true` declares the queue (durable) if it is missing; `?bind=EXCHANGE`
@@ -59,10 +64,13 @@ from streamer.sources.base import Batch, Source, SourceError
 
 log = logging.getLogger("streamer.collector")
 
-OPTIONS = ("declare", "single_active", "bind", "routing", "prefetch", "idle", "retry_max", "heartbeat",
-           "connect_timeout", "exchange_type", "cafile", "certfile", "keyfile", "verify", "offset", "offset_state",
-           *DECLARE_OPTIONS)
-MAX_BATCH = 1000
+OPTIONS = ("declare", "single_active", "bind", "routing", "prefetch", "batch", "linger", "idle", "retry_max",
+           "heartbeat", "connect_timeout", "exchange_type", "cafile", "certfile", "keyfile", "verify", "offset",
+           "offset_state", *DECLARE_OPTIONS)
+BATCH = 5000
+"""Events per batch handed to the endpoints, by default (`?batch=`)."""
+LINGER = 0.25
+"""Seconds a batch waits for more messages once one came, by default (`?linger=`)."""
 WINDOW_CHECK = 0.25
 """Seconds without a message after which the prefetch window is looked at (`_widen_window`)."""
 MAX_WINDOW = 50_000
@@ -86,7 +94,10 @@ class QueueSource(Source):
         self.target = parse_target(base)
         self.queue_name = self.target.exchange  # the last path segment names the queue here
         try:
-            self.prefetch = max(1, int(self.options.get("prefetch", 1000)))
+            batch = max(1, int(self.options.get("batch", BATCH)))
+            self.prefetch = max(1, int(self.options.get("prefetch", 2 * batch)))
+            self.batch_max = min(batch, self.prefetch)
+            self.linger = max(0.0, float(self.options.get("linger", LINGER)))
             self.idle = float(self.options["idle"]) if self.options.get("idle") not in (None, "") else None
             self.retry_max = float(self.options.get("retry_max", 30.0))
             self.single_active = parse_bool(self.options.get("single_active", True))
@@ -259,9 +270,7 @@ class QueueSource(Source):
                         opened = await self._open()
                     continue
                 quiet_since = time.monotonic()
-                messages = [get.result()]
-                while not inbox.empty() and len(messages) < MAX_BATCH:
-                    messages.append(inbox.get_nowait())
+                messages = await self._gather(get.result(), inbox, stop, closed)
                 self.received += len(messages)
                 self._taken += len(messages)
                 events, kept, refused = self._decode(messages)
@@ -271,6 +280,25 @@ class QueueSource(Source):
                             done=self.received)
         finally:
             stop.cancel()
+
+    async def _gather(self, first: Any, inbox: asyncio.Queue[Any], stop: Any, closed: Any) -> list[Any]:
+        """`first` and the messages after it: up to `batch_max`, or what came within `linger` seconds (a stop
+        or a lost connection ends the wait: what came is written, the rest is redelivered)."""
+        messages = [first]
+        deadline = time.monotonic() + self.linger
+        while True:
+            while not inbox.empty() and len(messages) < self.batch_max:
+                messages.append(inbox.get_nowait())
+            left = deadline - time.monotonic()
+            if len(messages) >= self.batch_max or left <= 0 or stop.done() or closed.done():
+                return messages
+            get = asyncio.ensure_future(inbox.get())
+            done, _ = await asyncio.wait({get, stop, closed}, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+            if get in done:
+                messages.append(get.result())
+            else:
+                get.cancel()
+                return messages
 
     async def _widen_window(self) -> bool:
         """Keep messages coming while the endpoints hold some back (`held_downstream`: a database waiting for
