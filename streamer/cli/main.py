@@ -250,7 +250,8 @@ async def cmd_load(args: argparse.Namespace) -> int:
         _check_input(path, args.follow, command="load")
     inputs = _distinct_inputs(args.files)
     source = open_source(inputs, follow=args.follow, checkpoint=args.checkpoint or settings.checkpoint,
-                         strict=args.strict, report=report)
+                         strict=args.strict, report=report,
+                         destinations=[spec.url for spec in settings.endpoints])
     options = RunOptions(on_error=settings.on_error, progress=None if not args.quiet else False, metrics=args.metrics)
     result = await Run(source, build_endpoints(settings.endpoints), options).run()
     if not args.quiet:

@@ -20,23 +20,23 @@ from __future__ import annotations
 
 import asyncio
 import glob
-import json
 import logging
 import os
 from pathlib import Path
 from typing import Any, AsyncIterator, Iterator
 
-import orjson
-
-from streamer.util.atomic import write_atomically
+from streamer.util import checkpoint
 from streamer.monitor.submitdir import workflow_db_url
-from streamer.sources.base import Batch, Source
+from streamer.sources.base import Batch, Source, SourceError
 from streamer.config.statedir import resume_refusal
 from streamer.monitor import zones
 from streamer.monitor.parsers import braindump, plaindag
 from streamer.monitor.engineopts import DEFAULT, EngineOptions
+from streamer.monitor.engine.job import Job
+from streamer.monitor.engine.state import WorkflowState
 from streamer.monitor.runner import SNAPSHOT_INTERVAL, MonitorCore, ProcessRunner, Step, ThreadRunner, make_runner
-from streamer.monitor.tracker import READ_SIZE
+from streamer.util.limits import open_regular
+from streamer.util.tail import READ_SIZE
 
 log = logging.getLogger("streamer.monitor")
 
@@ -134,16 +134,11 @@ class WorkflowSource(Source):
 
     def _read_state(self) -> dict[str, Any] | None:
         try:
-            data = json.loads(self.state_path.read_text())
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError) as exc:
-            log.warning("%s: unreadable state (%s); starting over", self.state_path, exc)
-            return None
-        if not isinstance(data, dict) or data.get("version") != 1:
-            log.warning("%s: unknown state format; starting over", self.state_path)
-            return None
-        if data.get("complete") and not self.follow:
+            data = checkpoint.read(self.state_path, what="state (version 1)", refuse=checkpoint.writes_files(
+                self.destinations), accept=_resumable)
+        except checkpoint.CheckpointError as exc:
+            raise SourceError(str(exc)) from None
+        if data is not None and data.get("complete") and not self.follow:
             return None  # a finished replay replays from the start, as monitord -r does
         return data
 
@@ -210,7 +205,7 @@ class WorkflowSource(Source):
             position = {**position, "origin": head}
             if head["length"] >= HEAD:
                 self._head = head
-        write_atomically(self.state_path, orjson.dumps(position))
+        checkpoint.write(self.state_path, position)
 
     # ------------------------------------------------------------ batches
     async def batches(self) -> AsyncIterator[Batch]:
@@ -287,12 +282,28 @@ def _line_of(state: dict[str, Any], dagman_out: str) -> int:
     return 0
 
 
+def _resumable(data: dict[str, Any]) -> bool:
+    """A monitor state this streamer resumes from: version 1, and every workflow's engine state one it reads
+    (else the one policy for a damaged state applies, rather than an error once the engines start)."""
+    if data.get("version") != 1:
+        return False
+    try:
+        for item in data.get("workflows", ()):
+            if item.get("engine") is not None:
+                state = WorkflowState.from_dict(item["engine"])
+                for job in state.jobs.values():
+                    Job.from_state(job, "monitor state")
+    except (ValueError, TypeError, KeyError, AttributeError):  # StateError is a ValueError
+        return False
+    return True
+
+
 def _head_of(dagman_out: str, length: int = HEAD) -> dict[str, Any] | None:
     """{"length": n, "sha256": digest of the first n <= `length` bytes} of the file, None when it is not there."""
     import hashlib
 
     try:
-        with open(dagman_out, "rb") as handle:
+        with open_regular(dagman_out) as handle:  # a FIFO would block the open for ever
             head = handle.read(length)
     except OSError:
         return None

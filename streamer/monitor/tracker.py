@@ -16,7 +16,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from streamer.util.limits import MAX_LINE, NotRegularFile, open_regular
+from streamer.util.limits import MAX_LINE, NotRegularFile
+from streamer.util.tail import READ_SIZE, OnChange, Tail
 from streamer.monitor.parsers import plaindag
 from streamer.monitor.parsers.dagman import BadTime, LineParser
 from streamer.monitor.engine.state import StateError
@@ -25,8 +26,6 @@ from streamer.monitor.engineopts import DEFAULT, EngineOptions
 
 log = logging.getLogger(__name__)
 
-READ_SIZE = 1 << 18
-SKIP_READ = 1 << 20
 STATIC_SLICE = 5000
 """static.bp events per step at most."""
 SAME_WARNINGS = 20
@@ -41,15 +40,18 @@ class Tracked:
 
     dagman_out: str
     run_dir: str
+    tail: Tail
+    """Where its dagman.out is read up to: the offset counts only lines already fed to the engine (an overlong
+    line being skipped is not persisted: a restart finds it again at the offset)."""
     parent: dict[str, Any] = field(default_factory=dict)  # root_id, parent_id, parent_jobid, parent_jobseq
-    offset: int = 0
     workflow: Workflow | None = None
     eof: bool = False
     broken: bool = False
     idle_polls: int = 0
-    skip_to: int | None = None
-    """Inside a line longer than MAX_LINE: read on from here to its end (not persisted:
-    a restart finds the line again at `offset`)."""
+
+    @property
+    def offset(self) -> int:
+        return self.tail.offset
 
 
 class Tracker:
@@ -81,7 +83,8 @@ class Tracker:
 
     # ------------------------------------------------------------ tracking
     def _track(self, dagman_out: str, parent: dict[str, Any]) -> Tracked:
-        entry = Tracked(dagman_out, os.path.dirname(dagman_out), parent)
+        entry = Tracked(dagman_out, os.path.dirname(dagman_out), Tail(dagman_out, on_change=OnChange.STOP,
+                                                                     say=self._warn, max_line=MAX_LINE), parent)
         self.tracked.append(entry)
         self.by_path[dagman_out] = entry
         return entry
@@ -172,24 +175,9 @@ class Tracker:
             if max_bytes <= 0:
                 entry.eof = True
                 return
+        tail = entry.tail
         try:
-            with open_regular(entry.dagman_out) as handle:
-                size = os.fstat(handle.fileno()).st_size
-                if size < entry.offset:
-                    self._warn(f"{entry.dagman_out}: file shrank below offset {entry.offset} (truncated or replaced); "
-                               "stopped following it")
-                    entry.broken = entry.eof = True
-                    return
-                if entry.skip_to is not None:
-                    self._skip_long_line(entry, engine, handle, size, final)
-                    return
-                handle.seek(entry.offset)
-                data = handle.read(max_bytes)
-                if b"\n" not in data and len(data) == max_bytes:
-                    long_line = self._long_line(entry, handle, data)
-                    if long_line is None:
-                        return
-                    data = long_line
+            found = tail.read(max_bytes, final=final)
         except FileNotFoundError:
             entry.eof = True
             entry.idle_polls += 1
@@ -203,22 +191,31 @@ class Tracker:
                        reason="unreadable_file")
             entry.broken = entry.eof = True
             return
-        cut = data.rfind(b"\n") + 1
-        at_end = entry.offset + len(data) >= size
-        if final and at_end and cut < len(data):
-            cut = len(data)
-        if cut == 0:
-            entry.eof = at_end
+        if tail.stopped:  # shrank or replaced: said once by the tail
+            entry.broken = entry.eof = True
+            return
+        if found.skipped:
+            engine.feed("")  # counts the line: later messages keep their line numbers
+            self._warn(f"{entry.dagman_out}:{engine.line_no}: line longer than {MAX_LINE} bytes "
+                       f"({found.skipped} bytes): skipped", reason="line_too_long")
+            entry.idle_polls = 0
+            entry.eof = found.at_end
+            return
+        if tail.skip_to is not None:  # inside an overlong line whose end is not written yet
+            entry.eof = True
+            return
+        if not found.data:
+            entry.eof = found.seen_to_end
             entry.idle_polls += 1
             return
         entry.idle_polls = 0
-        text = data[:cut].decode("utf-8", errors="replace")
+        text = found.data.decode("utf-8", errors="replace")
         lines = text.split("\n")
         if text.endswith("\n"):
             lines.pop()
         for line in lines:
             try:
-                found = engine.feed(line)
+                found_subwf = engine.feed(line)
             except BadTime as exc:
                 self._warn(f"{entry.dagman_out}:{engine.line_no}: line ignored: {exc}", reason="bad_line")
                 continue
@@ -227,60 +224,12 @@ class Tracker:
                 self._warn(f"{entry.dagman_out}:{engine.line_no}: line not processed ({type(exc).__name__}: {exc})",
                            reason="bad_line")
                 continue
-            if found is not None:
-                self._subworkflow(engine, *found)
+            if found_subwf is not None:
+                self._subworkflow(engine, *found_subwf)
             if self.engine.line_delay:
                 time.sleep(self.engine.line_delay)
-        entry.offset += cut
-        entry.eof = entry.offset >= size
+        entry.eof = found.at_end
         events.extend(engine.take())
-
-    @staticmethod
-    def _long_line(entry: Tracked, handle: Any, data: bytes) -> bytes | None:
-        """The first line at `entry.offset` when it is longer than one read but at most MAX_LINE bytes.
-
-        None when it is longer than that: the entry then skips it (`skip_to`)
-        without holding it in memory.
-        """
-        parts = [data]
-        length = len(data)
-        while length <= MAX_LINE:
-            more = handle.read(READ_SIZE)
-            if not more:
-                break
-            parts.append(more)
-            length += len(more)
-            if b"\n" in more:
-                break
-        data = b"".join(parts)
-        newline = data.find(b"\n")
-        if (newline == -1 and length > MAX_LINE) or newline > MAX_LINE:
-            entry.skip_to = entry.offset + length
-            return None
-        return data
-
-    def _skip_long_line(self, entry: Tracked, engine: Workflow, handle: Any, size: int, final: bool) -> None:
-        """Read on past an overlong line until its newline (or, in replay, the end of the file)."""
-        assert entry.skip_to is not None, "only an entry skipping an overlong line comes here"
-        handle.seek(entry.skip_to)
-        while True:
-            data = handle.read(SKIP_READ)
-            newline = data.find(b"\n")
-            if newline != -1:
-                end = entry.skip_to + newline + 1
-                break
-            entry.skip_to += len(data)
-            if not data or entry.skip_to >= size:
-                if not final:
-                    entry.eof = True  # the rest of the line is not written yet
-                    return
-                end = entry.skip_to
-                break
-        engine.feed("")  # counts the line: later messages keep their line numbers
-        self._warn(f"{entry.dagman_out}:{engine.line_no}: line longer than {MAX_LINE} bytes "
-                   f"({end - entry.offset} bytes): skipped", reason="line_too_long")
-        entry.offset, entry.skip_to, entry.idle_polls = end, None, 0
-        entry.eof = entry.offset >= size
 
     def _subworkflow(self, parent: Workflow, dagman_out: str, jobid: str, jobseq: int) -> None:
         if not self.recursive:
@@ -354,7 +303,7 @@ class Tracker:
             raise StateError(f"unknown monitor state version {state.get('version')!r}")
         for item in state["workflows"]:
             entry = self._track(item["dagman_out"], item.get("parent") or {})
-            entry.offset = int(item.get("offset", 0))
+            entry.tail.offset = int(item.get("offset", 0))
             entry.broken = bool(item.get("broken"))
             if item.get("engine") is not None:
                 self._engine(entry, item["engine"])

@@ -19,7 +19,7 @@ from streamer.util.runtime import log_to, run
 from streamer.util.urls import mask
 from streamer.monitord import files, options, properties, stats
 from streamer.util.exitcodes import Exit
-from streamer.util.limits import open_regular
+from streamer.util.tail import OnChange, Tail
 
 if TYPE_CHECKING:
     from streamer.run.wiring import Routed
@@ -30,6 +30,8 @@ LEVELS = [logging.ERROR, logging.WARNING, logging.INFO, logging.DEBUG]
 DAGMAN_GONE = Exit.DAGMAN_GONE
 """monitord's exit code when DAGMan died without writing its exit line."""
 WATCH_INTERVAL = 2.0
+SCAN_READ = 1 << 20
+"""What one read of the dagman.out takes while watching for DAGMan's pid and exit line."""
 
 
 @dataclass
@@ -211,7 +213,7 @@ class Watch:
         self.follow = follow
         self.signal: int | None = None
         self.dagman_gone = False
-        self._offset = 0
+        self._tail = Tail(dagman_out, on_change=OnChange.RESTART)
         self._pid: int | None = None
         self._exited = False
         self._last_size = -1
@@ -243,21 +245,23 @@ class Watch:
 
     def _scan(self) -> int:
         try:
-            with open_regular(self.dagman_out) as handle:  # a FIFO or /dev/zero is no log: refused
-                handle.seek(self._offset)
-                data = handle.read()
+            while True:
+                data = self._tail.read(SCAN_READ).data  # a FIFO or /dev/zero is no log: refused
+                if not data:
+                    break
+                self._lines(data)
         except OSError:
             return -1
-        cut = data.rfind(b"\n") + 1
-        self._offset += cut
-        for raw in data[:cut].split(b"\n"):
+        return self._tail.offset
+
+    def _lines(self, data: bytes) -> None:
+        for raw in data.split(b"\n"):
             if b"PID =" in raw or b"EXITING WITH STATUS" in raw:  # the only lines that can say either
                 match classify(raw.decode("utf-8", "replace").rstrip()):
                     case Pid(pid):  # DAGMan (re)started: running until its exit line
                         self._pid, self._exited = pid, False
                     case Finished():
                         self._exited = True
-        return self._offset
 
     async def dagman(self) -> None:
         """Follow mode: when DAGMan's pid is gone without its exit line and the log stopped growing, finish."""

@@ -23,9 +23,8 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable
 
-import orjson
 
-from streamer.util.atomic import write_atomically
+from streamer.util import checkpoint
 from streamer.config.settings import ConfigError
 from streamer.serve.config import ServeConfig
 from streamer.serve.discovery import MasterDBPoller, examine
@@ -272,18 +271,13 @@ class Supervisor:
 
     # ------------------------------------------------------------ registry of followed workflows
     def _read_registry(self) -> list[str]:
-        try:
-            data = orjson.loads((self.state_dir / REGISTRY).read_bytes())
-        except FileNotFoundError:
-            return []
-        except (OSError, ValueError) as exc:
-            log.warning("%s: unreadable (%s); only the watched roots are searched", self.state_dir / REGISTRY, exc)
-            return []
-        return [str(p) for p in data.get("followed", [])] if isinstance(data, dict) else []
+        data = checkpoint.read(self.state_dir / REGISTRY, what="registry of followed workflows (version 1)",
+                               accept=lambda data: isinstance(data.get("followed", []), list), refuse=False,
+                               clean="only the watched roots are searched")
+        return [str(p) for p in data.get("followed", [])] if data is not None else []
 
     def _write_registry(self) -> None:
-        data = orjson.dumps({"version": 1, "followed": sorted(self.followed)}, option=orjson.OPT_INDENT_2)
-        write_atomically(self.state_dir / REGISTRY, data)
+        checkpoint.write(self.state_dir / REGISTRY, {"version": 1, "followed": sorted(self.followed)}, indent=True)
 
     async def _registry_writer(self) -> None:
         while True:

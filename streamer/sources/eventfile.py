@@ -13,7 +13,6 @@ is written atomically (temp file, fsync, rename).
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +20,7 @@ from typing import Any, AsyncIterator, Callable, Sequence
 
 import orjson
 
-from streamer.util.atomic import write_atomically
+from streamer.util import checkpoint as checkpoints
 from streamer.events import Event, bp, chimbuko, constraints, jsonenc
 from streamer.sources.base import Batch, Source, SourceError
 from streamer.sources.follow import Chunk, FileFollower, FilePosition
@@ -91,11 +90,15 @@ class InputStats:
 
 
 class CheckpointStore:
-    """Atomic JSON checkpoint file: {"version": 1, "files": {path: position}, "endpoints": {marks}}."""
+    """The checkpoint file (`util/checkpoint.py`): {"version": 1, "files": {path: position}, "endpoints": {marks}}.
 
-    def __init__(self, path: str | Path, position_type: type[FilePosition] = FilePosition) -> None:
+    `refuse`: a damaged one is an error rather than kept aside (the run writes a file endpoint)."""
+
+    def __init__(self, path: str | Path, position_type: type[FilePosition] = FilePosition, *,
+                 refuse: bool = False) -> None:
         self.path = Path(path)
         self.position_type = position_type
+        self.refuse = refuse
 
     def load(self) -> dict[str, FilePosition]:
         data = self._read()
@@ -112,21 +115,14 @@ class CheckpointStore:
         return self.path.exists()
 
     def _read(self) -> dict[str, Any] | None:
-        try:
-            data = json.loads(self.path.read_text())
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError) as exc:
-            raise InputError(f"{self.path}: unreadable checkpoint: {exc}") from None
-        if not isinstance(data, dict) or data.get("version") != CHECKPOINT_VERSION:
-            raise InputError(f"{self.path}: not a streamer checkpoint (version {CHECKPOINT_VERSION})")
-        return data
+        return checkpoints.read(self.path, what=f"checkpoint (version {CHECKPOINT_VERSION})", refuse=self.refuse,
+                               accept=lambda data: data.get("version") == CHECKPOINT_VERSION)
 
     def save(self, files: dict[str, FilePosition], endpoints: dict[str, Any] | None = None) -> None:
         payload: dict[str, Any] = {"version": CHECKPOINT_VERSION, "files": {k: v.as_dict() for k, v in files.items()}}
         if endpoints:
             payload["endpoints"] = endpoints
-        write_atomically(self.path, json.dumps(payload).encode())
+        checkpoints.write(self.path, payload)
 
 
 class EventFileSource(Source):
@@ -137,12 +133,14 @@ class EventFileSource(Source):
 
     def __init__(self, paths: Sequence[str | Path], *, follow: bool = False, checkpoint: str | Path | None = None,
                  strict: bool = False, poll_interval: float = 0.2,
-                 report: Callable[[str], None] | None = None) -> None:
+                 report: Callable[[str], None] | None = None, destinations: list[str] | None = None) -> None:
         self.paths = [Path(p) for p in paths]
         self.follow = follow
         self.strict = strict
         self.poll_interval = poll_interval
-        self.store = CheckpointStore(checkpoint, self.position_type) if checkpoint else None
+        self.store = (CheckpointStore(checkpoint, self.position_type, refuse=checkpoints.writes_files(destinations))
+                      if checkpoint else None)
+        """`destinations`: the run's endpoint URLs; a damaged checkpoint is refused when one is a file."""
         self.positions: dict[str, FilePosition] = self.store.load() if self.store else {}
         self.stats = InputStats()
         self.report = report or (lambda message: log.warning("%s", message))

@@ -10,8 +10,9 @@ after them, so a caller can checkpoint exactly. Following handles:
   to its end first, then the new one from 0;
 - a file that does not exist yet: waited for;
 - overlong lines: reported and skipped without holding them in memory.
-Reads go through aiofiles (a thread), in bounded chunks, so the event loop is
-never blocked by I/O and parsing work per chunk stays small.
+The reading is `util/tail.py`'s (the one incremental reader, holding the file open
+for rotations), in a thread and in bounded reads, so the event loop is never
+blocked by I/O and parsing work per chunk stays small.
 """
 
 from __future__ import annotations
@@ -24,9 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import AsyncIterator, Callable
 
-import aiofiles
-
 from streamer.util.limits import MAX_LINE, NotRegularFile, check_regular
+from streamer.util.tail import Tail
 
 log = logging.getLogger("streamer.follow")
 
@@ -108,8 +108,7 @@ class FileFollower:
         self.max_line = max_line
         self.start = start
         self._stopping = asyncio.Event()
-        self.rotations = 0
-        self.truncations = 0
+        self._tail: Tail | None = None
 
     def stop(self) -> None:
         self._stopping.set()
@@ -143,126 +142,51 @@ class FileFollower:
                 return None
 
     async def chunks(self) -> AsyncIterator[Chunk]:
-        st = await self._wait_for_file()
-        if st is None:
+        if await self._wait_for_file() is None:
             return
-        pos = self._resume_position(st)
-        while True:
-            try:
-                handle = await aiofiles.open(self.path, "rb")
-            except FileNotFoundError:  # removed between stat and open
-                st = await self._wait_for_file()
-                if st is None:
-                    return
-                continue
-            except OSError as exc:
-                raise FollowError(f"{self.path}: {exc.strerror or exc}") from None
-            try:
-                fd_stat = os.fstat(handle.fileno())
-                if (fd_stat.st_dev, fd_stat.st_ino) != (pos.dev, pos.ino):
-                    pos = FilePosition(str(self.path), fd_stat.st_dev, fd_stat.st_ino, 0, 0)
-                await handle.seek(pos.offset)
-                async for chunk in self._read_open_file(handle, pos):
-                    yield chunk
-                    pos = chunk.position
-            finally:
-                await handle.close()
-            if not self.follow or self._stopping.is_set():
-                return
-            # rotated: the path names a new file (or none yet)
-            self.rotations += 1
-            st = await self._wait_for_file()
-            if st is None:
-                return
-            pos = FilePosition(str(self.path), st.st_dev, st.st_ino, 0, 0)
-
-    def _resume_position(self, st: os.stat_result) -> FilePosition:
-        fresh = FilePosition(str(self.path), st.st_dev, st.st_ino, 0, 0)
         start = self.start
-        if start is None:
-            return fresh
-        if (start.dev, start.ino) != (st.st_dev, st.st_ino):
-            log.warning("%s: not the file of the checkpoint (rotated or replaced); reading from its start", self.path)
-            return fresh
-        if st.st_size < start.offset:
-            log.warning("%s: shorter than the checkpoint offset (truncated); reading from its start", self.path)
-            self.truncations += 1
-            return fresh
-        if self.on_resume is not None and start.offset:
-            self.on_resume(start)
-        return FilePosition(str(self.path), st.st_dev, st.st_ino, start.offset, start.line)
-
-    async def _read_open_file(self, handle, pos: FilePosition) -> AsyncIterator[Chunk]:
-        pending = b""          # bytes of an incomplete last line
-        skipping = False       # inside an overlong line being discarded
-        offset, line = pos.offset, pos.line
-        while True:
-            data = await handle.read(self.read_size)
-            if data:
-                chunk, pending, skipping, offset, line = self._split(data, pending, skipping, offset, line, pos)
-                if chunk is not None:
-                    yield chunk
-                continue
-            # end of file for now
-            if not self.follow:
-                if pending and not skipping:
-                    offset += len(pending)
+        tail = Tail(self.path, offset=start.offset if start else 0, identity=(start.dev, start.ino) if start else None,
+                    say=log.warning, max_line=self.max_line, hold=True)
+        self._tail = tail
+        line = start.line if start else 0
+        first = True
+        try:
+            while True:
+                try:
+                    found = await asyncio.to_thread(tail.read, self.read_size, final=not self.follow)
+                except FileNotFoundError:  # removed before it was opened
+                    if await self._wait_for_file() is None:
+                        return
+                    continue
+                except OSError as exc:
+                    raise FollowError(f"{self.path}: {exc.strerror or exc}") from None
+                if found.restarted:
+                    line = 0
+                elif first and start is not None and start.offset and self.on_resume is not None:
+                    self.on_resume(start)
+                first = False
+                assert tail.identity is not None, "a tail that read has its file's identity"
+                dev, ino = tail.identity
+                if found.skipped:
                     line += 1
-                    yield Chunk([pending], line, FilePosition(pos.path, pos.dev, pos.ino, offset, line),
-                                start=offset - len(pending))
-                return
-            if not await self._sleep():
-                return
-            try:
-                st = os.stat(self.path)
-            except FileNotFoundError:
-                continue  # renamed away and nothing new yet: keep reading the open file
-            fd_stat = os.fstat(handle.fileno())
-            if (st.st_dev, st.st_ino) != (fd_stat.st_dev, fd_stat.st_ino):
-                rest = await handle.read()  # rotated: finish the old file first
-                if rest:
-                    chunk, pending, skipping, offset, line = self._split(rest, pending, skipping, offset, line, pos)
-                    if chunk is not None:
-                        yield chunk
-                if pending and not skipping:
-                    log.warning("%s: rotated with an unterminated last line; taking it as complete", self.path)
-                    offset += len(pending)
-                    line += 1
-                    yield Chunk([pending], line, FilePosition(pos.path, pos.dev, pos.ino, offset, line),
-                                start=offset - len(pending))
-                return
-            if fd_stat.st_size < offset:
-                log.warning("%s: truncated; reading again from its start", self.path)
-                self.truncations += 1
-                await handle.seek(0)
-                pending, skipping, offset, line = b"", False, 0, 0
+                    yield Chunk([], line + 1, FilePosition(str(self.path), dev, ino, found.end, line),
+                                [(line, f"line longer than {self.max_line} bytes: skipped")], found.end)
+                elif found.data:
+                    lines = found.lines()
+                    yield Chunk(lines, line + 1, FilePosition(str(self.path), dev, ino, found.end, line + len(lines)),
+                                start=found.start)
+                    line += len(lines)
+                elif not self.follow or not await self._sleep():
+                    return
+        finally:
+            tail.close()
 
-    def _split(self, data: bytes, pending: bytes, skipping: bool, offset: int, line: int,
-               pos: FilePosition) -> tuple[Chunk | None, bytes, bool, int, int]:
-        problems: list[tuple[int, str]] = []
-        buf = pending + data if pending else data
-        lines = buf.split(b"\n")
-        tail = lines.pop()
-        consumed = len(buf) - len(tail)  # the complete lines with their newlines
-        first_line = line + 1
-        if skipping:
-            # the first piece ends the overlong line (if a newline came at all)
-            if not lines:
-                return None, b"", True, offset + len(data), line
-            offset += len(lines[0]) + 1
-            consumed -= len(lines[0]) + 1
-            line += 1
-            problems.append((line, f"line longer than {self.max_line} bytes: skipped"))
-            lines = lines[1:]
-            first_line = line + 1
-            skipping = False
-        start = offset
-        offset += consumed
-        line += len(lines)
-        if len(tail) > self.max_line:
-            offset += len(tail)
-            tail, skipping = b"", True
-        if not lines and not problems:
-            return None, tail, skipping, offset, line
-        chunk = Chunk(lines, first_line, FilePosition(pos.path, pos.dev, pos.ino, offset, line), problems, start)
-        return chunk, tail, skipping, offset, line
+    @property
+    def rotations(self) -> int:
+        """The file was replaced (renamed away and another in its place) since it was first read."""
+        return self._tail.replacements if self._tail is not None else 0
+
+    @property
+    def truncations(self) -> int:
+        """The file shrank below what was read (truncated in place) since it was first read."""
+        return self._tail.truncations if self._tail is not None else 0

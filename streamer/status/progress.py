@@ -23,11 +23,15 @@ line ends the DAG.
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
 from streamer.events.tally.counts import FAILURE, RUNNING, SUCCESS, DagCounts
 from streamer.monitor.parsers.dagman import DagStatus, Finished, NodeCounts, NodesTotal, progress
+from streamer.util.tail import OnChange, Tail
+
+log = logging.getLogger("streamer.status")
 
 SUFFIX = ".dag.dagman.out"
 READ_BLOCK = 1 << 20
@@ -54,40 +58,37 @@ class DagmanProgress:
     def __init__(self, path: str, key: str, dagname: str) -> None:
         self.path = path
         self.key = key
-        self.counts = DagCounts(dagname=dagname)
-        self.offset = 0
+        self.tail = Tail(path, on_change=OnChange.RESTART, say=log.info)
         self.lines = 0
-        self._identity: tuple[int, int] | None = None
+        self._reset(dagname)
+
+    def _reset(self, dagname: str) -> None:
+        self.counts = DagCounts(dagname=dagname)
         self._dag_status = 0
         self._total: int | None = None
-        self._partial = b""
+
+    @property
+    def offset(self) -> int:
+        return self.tail.offset
 
     def poll(self) -> bool:
-        """Read what was appended since the last poll; True when anything was read."""
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
-            return False
-        identity = (st.st_dev, st.st_ino)
-        if self._identity not in (None, identity) or st.st_size < self.offset:  # replaced or truncated
-            self.__init__(self.path, self.key, self.counts.dagname or "")  # type: ignore[misc]
-        self._identity = identity
-        if st.st_size == self.offset:
-            return False
-        with open(self.path, "rb") as handle:
-            handle.seek(self.offset)
-            while True:
-                block = handle.read(READ_BLOCK)
-                if not block:
-                    break
-                self.offset += len(block)
-                data = self._partial + block
-                cut = data.rfind(b"\n") + 1
-                self._partial = data[cut:]
-                for raw in data[:cut].split(b"\n")[:-1]:
-                    self.lines += 1
-                    self._line(raw.decode("utf-8", "replace"))
-        return True
+        """Read what was appended since the last poll (a file truncated or replaced: from its start again);
+        True when any complete line was read."""
+        changed = False
+        while True:
+            try:
+                found = self.tail.read(READ_BLOCK)
+            except FileNotFoundError:
+                return changed
+            if found.restarted:
+                self.lines = 0
+                self._reset(self.counts.dagname or "")
+            if not found.data:
+                return changed
+            changed = True
+            for raw in found.lines():
+                self.lines += 1
+                self._line(raw.decode("utf-8", "replace"))
 
     def _line(self, line: str) -> None:
         match progress(line):

@@ -87,7 +87,7 @@ def test_properties_found_as_monitord_finds_them(tmp_path: Path) -> None:
     assert plan.props.sources == [str(home / ".pegasusrc")]
     assert [(s.url, s.events, s.options) for s in plan.endpoints] == [
         (f"sqlite:///{run_dir}/synth-0.stampede.db", None, {}),
-        ("amqp://u:secret@h/v/ex", None, {"confirm_timeout": 12.0}),
+        ("amqp://u:secret@h/v/ex", None, {"confirm_timeout": 12.0, "drain_timeout": 300.0}),  # patient: signals never cut it
         ("file:///tmp/all.bp", "stampede.xwf.*", {}),
     ]
     assert plan.notifications_timeout == 9 and plan.master_url == "sqlite:////tmp/master.db"

@@ -183,11 +183,16 @@ def test_unreadable_checkpoint_is_a_clear_error_exit_2(python: str, good_lines: 
     ck.write_text("{not json")
     run = streamer("load", str(source), "--dest", f"file://{tmp_path}/o.jsonl", "--checkpoint", str(ck))
     assert run.returncode == 2
-    assert run.stderr.startswith(f"streamer: error: {ck}: unreadable checkpoint: ")
+    assert run.stderr.startswith(f"streamer: error: {ck}: unreadable checkpoint (version 1) (not JSON: ")
+    assert run.stderr.endswith("; not starting from the beginning, which would write every event again to the "
+                               "file endpoints: move it away to start over\n")
     ck.write_text('{"files": {}}')
     run = streamer("load", str(source), "--dest", f"file://{tmp_path}/o.jsonl", "--checkpoint", str(ck))
     assert run.returncode == 2
-    assert run.stderr == f"streamer: error: {ck}: not a streamer checkpoint (version 1)\n"
+    assert run.stderr == (f"streamer: error: {ck}: unreadable checkpoint (version 1) (written by another program "
+                          "or version); not starting from the beginning, which would write every event again to "
+                          "the file endpoints: move it away to start over\n")
+    assert ck.read_text() == '{"files": {}}'  # left where it is: moving it away is the user's choice
 
 
 def test_unwritable_destination_is_a_clear_error(python: str, good_lines: list[str], tmp_path: Path) -> None:

@@ -14,12 +14,11 @@ resumes only when asked (`resume`), and `notes` say what was decided.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable
 
-from streamer.util.atomic import write_atomically
+from streamer.util import checkpoint
 from streamer.monitor.submitdir import sqlite_url
 from streamer.config.statedir import resume_refusal
 from streamer.sources.base import Batch, Source, SourceError
@@ -72,15 +71,25 @@ class JobstateSource(Source):
         """False: start from the beginning whatever state an earlier run left (`streamer replay` without --resume)."""
         self.notes: list[str] = []
         """What the user must be told about the state: resuming from where, or why not."""
-        self._saved = self._load()
+        self._saved: dict[str, Any] | None = None
+        self._read = False
         self._marks: dict[str, Any] = {}
-        self.resume_for(destinations)
+        self.destinations = destinations
+        if destinations is not None:
+            self.resume_for(destinations)
+
+    def _bound(self) -> None:
+        """The saved state read and the resume decided (without checking the endpoints when nobody bound any)."""
+        if not self._read:
+            self.resume_for(self.destinations)
 
     def resume_for(self, destinations: list[str] | None) -> bool:
         """Decide, for this endpoint set (masked URLs and filters; None: not checked), whether to resume (True:
         from the saved state); `notes` say why."""
         self.destinations = destinations
         self.notes = []
+        if not self._read:  # read once, knowing the endpoints: a damaged state is refused when one is a file
+            self._saved, self._read = self._load(destinations), True
         saved, state_path = self._saved, self.state_path
         self.start, self.resumed, self._marks = None, False, {}
         if saved is None or state_path is None:  # nothing saved (a state is only read from a state_path)
@@ -111,18 +120,17 @@ class JobstateSource(Source):
         return sqlite_url(default_db_path(self.path, dag))
 
     # ------------------------------------------------------------ state
-    def _load(self) -> dict[str, Any] | None:
+    def _load(self, destinations: list[str] | None) -> dict[str, Any] | None:
         if self.state_path is None:
             return None
         try:
-            data = json.loads(self.state_path.read_text())
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError) as exc:
-            raise SourceError(f"{self.state_path}: unreadable state: {exc}") from None
-        if not isinstance(data, dict) or data.get("kind") != STATE_KIND or data.get("version") != STATE_VERSION:
-            raise SourceError(f"{self.state_path}: not a streamer jobstate.log state (version {STATE_VERSION})")
-        if data.get("complete") and not self.follow:
+            data = checkpoint.read(self.state_path, what=f"jobstate.log state (version {STATE_VERSION})",
+                                   refuse=checkpoint.writes_files(destinations),
+                                   accept=lambda data: data.get("kind") == STATE_KIND
+                                   and data.get("version") == STATE_VERSION)
+        except checkpoint.CheckpointError as exc:
+            raise SourceError(str(exc)) from None
+        if data is not None and data.get("complete") and not self.follow:
             return None  # a finished replay replays from the start, as monitord -r does
         return data
 
@@ -132,10 +140,12 @@ class JobstateSource(Source):
         await self._save({**position, "endpoints": endpoints or {}})
 
     def endpoint_marks(self) -> dict[str, Any]:
+        self._bound()
         return dict(self._marks)
 
     async def commit_start(self, endpoints: dict[str, Any]) -> None:
         """A fresh run records its file endpoints' marks first: a crash before the first checkpoint is undone."""
+        self._bound()
         if endpoints and self.state_path is not None and not self.resumed:
             await self._save({"endpoints": endpoints})
 
@@ -143,8 +153,8 @@ class JobstateSource(Source):
         assert self.state_path is not None
         if self.destinations is not None:
             state = {**state, "destinations": self.destinations}
-        data = json.dumps({"version": STATE_VERSION, "kind": STATE_KIND, **state}).encode()
-        await asyncio.to_thread(write_atomically, self.state_path, data)
+        await asyncio.to_thread(checkpoint.write, self.state_path,
+                                {"version": STATE_VERSION, "kind": STATE_KIND, **state})
 
     # ------------------------------------------------------------ batches
     def stop(self) -> None:
@@ -152,6 +162,7 @@ class JobstateSource(Source):
             self._follower.stop()
 
     async def batches(self) -> AsyncIterator[Batch]:
+        self._bound()
         follower = FileFollower(self.path, follow=self.follow, start=self.start, poll_interval=self.poll_interval)
         self._follower = follower
         if self.follow and self.until_finished and self.converter.starts and not self.converter.running:

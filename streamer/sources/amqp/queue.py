@@ -57,6 +57,7 @@ from pathlib import Path
 from streamer.amqp.connection import BrokerUnavailable, closed_future, connect, node_of, parse_target
 from streamer.amqp.topology import DECLARE_OPTIONS, QUEUE_TYPES, TopologyError, declare_queue, queue_spec
 from streamer.core.options import parse_bool
+from streamer.util import checkpoint
 from streamer.util.urls import mask
 from streamer.sources.amqp.tail import binding_keys, decode_message
 from streamer.sources.amqp.stream import StreamOffset, default_state_path, message_offset, parse_offset
@@ -222,9 +223,10 @@ class QueueSource(Source):
         if self.offsets is None:
             path = self.options.get("offset_state")
             if path:
-                self.offsets = StreamOffset(Path(path))
+                self.offsets = StreamOffset(Path(path), refuse=checkpoint.writes_files(self.destinations))
             elif self.state_dir is not None:
-                self.offsets = StreamOffset(default_state_path(self.state_dir, self.name, self.destinations))
+                self.offsets = StreamOffset(default_state_path(self.state_dir, self.name, self.destinations),
+                                            refuse=checkpoint.writes_files(self.destinations))
             else:
                 log.warning("%s: no state directory: the offset reached is not kept", self.name)
         # after a reconnection too: from what every endpoint acknowledged (a stream redelivers nothing by itself)

@@ -18,12 +18,11 @@ default: the whole history the stream keeps), `last` (the last chunk), `next`
 from __future__ import annotations
 
 import hashlib
-import json
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
-from streamer.util.atomic import write_atomically
+from streamer.util import checkpoint
 
 NAMED = ("first", "last", "next")
 
@@ -54,19 +53,17 @@ def default_state_path(state_dir: Path, display: str, destinations: Iterable[str
 
 
 class StreamOffset:
-    """The offset to resume from, kept in a small JSON file written atomically after every commit."""
+    """The offset to resume from, kept in a small JSON file written atomically after every commit
+    (`util/checkpoint.py`: a damaged one is refused when a destination is a file, else kept aside)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, refuse: bool = False) -> None:
         self.path = path
         self.next: int | None = None
         """The offset of the first message not yet acknowledged by every endpoint (None: none stored)."""
-        try:
-            stored = json.loads(path.read_text())
+        stored = checkpoint.read(path, what="stream offset file", refuse=refuse, clean="starting from ?offset=",
+                                 accept=lambda data: isinstance(data.get("next"), int))
+        if stored is not None:
             self.next = int(stored["next"])
-        except FileNotFoundError:
-            pass
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise ValueError(f"{path}: not a stream offset file ({exc}); remove it to start from ?offset=")
 
     def start(self, asked: Any) -> Any:
         """Where to start consuming: the stored offset, else what `?offset=` asked."""
@@ -77,7 +74,7 @@ class StreamOffset:
         if self.next is not None and offset + 1 <= self.next:
             return
         self.next = offset + 1
-        write_atomically(self.path, json.dumps({"next": self.next}).encode())
+        checkpoint.write(self.path, {"next": self.next})
 
 
 def message_offset(message: Any) -> int | None:
