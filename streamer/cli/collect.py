@@ -17,7 +17,9 @@ WAIT_PARENTS = 30.0
 
 
 async def run_collector(args: argparse.Namespace, settings: Any) -> int:
-    from streamer.run.pipeline import print_summary, run_pipeline
+    from streamer.run.pipeline import Run, RunOptions
+    from streamer.run.summary import print_summary
+    from streamer.run.wiring import build_endpoints
     from streamer.sources.amqp.queue import QueueSource
 
     if len(args.files) > 1:
@@ -32,9 +34,9 @@ async def run_collector(args: argparse.Namespace, settings: Any) -> int:
             spec.options["wait_parents"] = WAIT_PARENTS
     source = QueueSource(with_password(EndpointURL.parse(args.files[0])).raw,
                          destinations=destinations_of(settings.endpoints), state_dir=user_state_dir())
-    result = await run_pipeline(source, settings.endpoints, on_error=settings.on_error,
-                                progress=None if not args.quiet else False, label="events",
-                                metrics=getattr(args, "metrics", None))
+    options = RunOptions(on_error=settings.on_error, progress=None if not args.quiet else False,
+                         metrics=getattr(args, "metrics", None))
+    result = await Run(source, build_endpoints(settings.endpoints), options).run()
     if not args.quiet:
         print_summary(result, sys.stderr, bad_lines=source.stats_bad)
     return result.exit_code

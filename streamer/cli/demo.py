@@ -18,7 +18,9 @@ from pathlib import Path
 async def run_demo(out: Path, *, quiet: bool = False) -> int:
     from streamer.config.settings import EndpointSpec
     from streamer.monitor.source import WorkflowSource
-    from streamer.run.pipeline import print_summary, run_pipeline
+    from streamer.run.pipeline import RunOptions
+    from streamer.run.summary import print_summary
+    from streamer.run.workflow import WorkflowRun
     from streamer.synth import generate
 
     workflow = out / "workflow"
@@ -33,7 +35,7 @@ async def run_demo(out: Path, *, quiet: bool = False) -> int:
     specs = [EndpointSpec(url=db_url), EndpointSpec(url=f"file://{events_file.resolve()}")]
     say = (lambda text: None) if quiet else (lambda text: sys.stderr.write(text + "\n"))
     say(f"streamer demo: example workflow in {workflow}")
-    result = await run_pipeline(source, specs, defaults={"replay": True}, progress=False)
+    result = await WorkflowRun(source, replay=True, here=False).run(specs, RunOptions(progress=False))
     if not quiet:
         print_summary(result, sys.stderr)
     if result.exit_code == 0:

@@ -10,6 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from streamer.config.command import collect_endpoints, report
 from streamer.config.settings import ConfigError
 from streamer.config.statedir import destinations_of
 from streamer.util.urls import mask
@@ -28,11 +29,12 @@ def is_jobstate_log(path: Path) -> bool:
     return path.name.endswith("jobstate.log")
 
 
-async def run_jobstate(args: argparse.Namespace, path: Path, *, follow: bool, command: str,
-                       collect_endpoints, report) -> int:
+async def run_jobstate(args: argparse.Namespace, path: Path, *, follow: bool, command: str) -> int:
     """Replay or follow one jobstate.log into the endpoints of `args`."""
-    from streamer.run.pipeline import print_summary, run_pipeline
     from streamer.monitor.plain.jobstate import JobstateSource, default_state_path
+    from streamer.run.pipeline import RunOptions
+    from streamer.run.summary import print_summary
+    from streamer.run.workflow import WorkflowRun
 
     if not follow and not path.exists():
         raise ConfigError(f"{path}: no such file")
@@ -50,15 +52,14 @@ async def run_jobstate(args: argparse.Namespace, path: Path, *, follow: bool, co
     settings = collect_endpoints(args, defaults=defaults_urls)
     if not settings.endpoints:
         raise ConfigError("no endpoint: give --dest URL (e.g. --dest file:///tmp/events.jsonl), --config or --conf")
-    source.bind(destinations_of(settings.endpoints))  # the state resumed from must be these endpoints'
+    workflow = WorkflowRun(source, replay=command == "replay" and not getattr(args, "append", False))
+    await workflow.decide(destinations_of(settings.endpoints))  # the state resumed from must be these endpoints'
     for note in source.notes:
         report(note)
     if command in ("replay", "follow") and not args.dest and not args.config and not args.conf and not args.quiet:
         sys.stderr.write(f"streamer: no --dest: writing {mask(settings.endpoints[0].url)}\n")
-    replay = command == "replay" and not getattr(args, "append", False) and not source.resumed
-    defaults = {"replay": True} if replay else None
-    result = await run_pipeline(source, settings.endpoints, on_error=settings.on_error, defaults=defaults,
-                                progress=None if not args.quiet else False)
+    options = RunOptions(on_error=settings.on_error, progress=None if not args.quiet else False)
+    result = await workflow.run(settings.endpoints, options)
     if not args.quiet:
         print_summary(result, sys.stderr, bad_lines=source.bad)
     if getattr(args, "strict", False) and source.bad and result.exit_code == 0:

@@ -5,22 +5,26 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-import time
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from streamer import __version__
-from streamer.config.settings import ConfigError, EndpointSpec, Settings, from_properties, load_toml, normalise_url
+from streamer.config.command import collect_endpoints, report, warn_unmatched
+from streamer.config.settings import ConfigError, load_toml
 from streamer.endpoints import EndpointError
 from streamer.endpoints.options import help_text as option_help
-from streamer.core.filters import EventFilter, FilterError
+from streamer.core.filters import FilterError
 from streamer.cli.help import epilog
 from streamer.cli.jobstate import is_jobstate_log, run_jobstate
 from streamer.util.runtime import run, setup_logging
 from streamer.sources.base import SourceError
 from streamer.config.statedir import destinations_of, refuse_read_only, replay_state_path, writes_submit_dir
-from streamer.util.urls import EndpointURL, mask
+from streamer.util.urls import mask
 from streamer.util.exitcodes import Exit
+
+if TYPE_CHECKING:
+    from streamer.console.progressline import RunView
+    from streamer.monitor.source import WorkflowSource
 
 log = logging.getLogger("streamer")
 
@@ -86,19 +90,6 @@ class _Once(argparse.Action):
             parser.error(f"{option_string} given twice: give one comma-separated list "
                          f"(--events 'stampede.xwf.*,stampede.inv.end')")
         setattr(namespace, self.dest, values)
-
-
-def _warn_unmatched(patterns: str | None) -> None:
-    """Warn about filter patterns no known event name matches, with the nearest names."""
-    if not patterns:  # (before the imports: the provenance models cost ~0.1 s to load)
-        return
-    from streamer.events.chimbuko import NAMES
-    from streamer.events.schema import KNOWN_EVENTS
-    from streamer.core.filters import unmatched
-
-    for item, near in unmatched(patterns, KNOWN_EVENTS + NAMES):
-        hint = f"; did you mean {', '.join(near)}?" if near else ""
-        _report(f"warning: filter {item!r} matches no known event name{hint}")
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -230,52 +221,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-# ---------------------------------------------------------------- settings
-
-def collect_endpoints(args: argparse.Namespace, defaults: list[str] | None = None) -> Settings:
-    """Endpoints from --config, --conf and --dest (in that order); `defaults` if none."""
-    settings = Settings()
-    if getattr(args, "metrics", None):
-        from streamer.run.metrics import parse_address
-
-        parse_address(args.metrics)  # a usage error before anything starts
-    if getattr(args, "config", None):
-        settings = load_toml(args.config)
-    if getattr(args, "conf", None):
-        props = from_properties(args.conf)
-        settings.endpoints.extend(props.endpoints)
-        settings.encoding = props.encoding
-    for url in getattr(args, "dest", []) or []:
-        settings.endpoints.append(EndpointSpec(url=normalise_url(url)))
-    if not settings.endpoints and defaults:
-        settings.endpoints = [EndpointSpec(url=u) for u in defaults]
-    default_filter = getattr(args, "events", None)
-    for spec in settings.endpoints:
-        if "events=" in spec.url.partition("?")[2]:
-            continue
-        spec.events = spec.events or default_filter
-    if getattr(args, "on_error", None):
-        settings.on_error = args.on_error
-    if getattr(args, "verbose", 0):  # -v: the terminal shows every field
-        for spec in settings.endpoints:
-            if spec.url.startswith(("-", "term:")):
-                spec.options.setdefault("fields", "all")
-    if getattr(args, "upgrade_schema", False):
-        for spec in settings.endpoints:
-            spec.options.setdefault("upgrade_schema", True)
-    for spec in settings.endpoints:
-        if spec.events:
-            EventFilter(spec.events)  # raise FilterError early, naming the pattern
-        _warn_unmatched(spec.events or EndpointURL.parse(spec.url).options.get("events"))
-        if settings.encoding and spec.url.startswith("file:") and "encoding=" not in spec.url:
-            spec.options.setdefault("encoding", settings.encoding.lower())
-    return settings
-
-
 # ---------------------------------------------------------------- commands
 
 async def cmd_load(args: argparse.Namespace) -> int:
-    from streamer.run.pipeline import print_summary, run_pipeline
+    from streamer.run.pipeline import Run, RunOptions
+    from streamer.run.summary import print_summary
+    from streamer.run.wiring import build_endpoints
     from streamer.sources.provenance import open_source
 
     settings = collect_endpoints(args)
@@ -290,8 +241,7 @@ async def cmd_load(args: argparse.Namespace) -> int:
         if len(args.files) > 1:
             raise ConfigError(f"{jobstate_logs[0]}: a DAGMan jobstate.log is loaded on its own "
                               "(one streamer load per jobstate.log)")
-        return await run_jobstate(args, Path(jobstate_logs[0]), follow=args.follow, command="load",
-                                  collect_endpoints=collect_endpoints, report=_report)
+        return await run_jobstate(args, Path(jobstate_logs[0]), follow=args.follow, command="load")
     for name in args.files:
         path = Path(name)
         if path.is_dir():
@@ -300,10 +250,10 @@ async def cmd_load(args: argparse.Namespace) -> int:
         _check_input(path, args.follow, command="load")
     inputs = _distinct_inputs(args.files)
     source = open_source(inputs, follow=args.follow, checkpoint=args.checkpoint or settings.checkpoint,
-                         strict=args.strict, report=_report,
+                         strict=args.strict, report=report,
                          destinations=[spec.url for spec in settings.endpoints])
-    result = await run_pipeline(source, settings.endpoints, on_error=settings.on_error,
-                                progress=None if not args.quiet else False, metrics=args.metrics)
+    options = RunOptions(on_error=settings.on_error, progress=None if not args.quiet else False, metrics=args.metrics)
+    result = await Run(source, build_endpoints(settings.endpoints), options).run()
     if not args.quiet:
         print_summary(result, sys.stderr, bad_lines=source.stats.bad)
     if args.strict and source.stats.bad and result.exit_code == 0:
@@ -343,16 +293,12 @@ def _distinct_inputs(names: list[str]) -> list[str]:
         else:
             key = (st.st_dev, st.st_ino)
         if key is not None and key in seen:
-            _report(f"{name}: the same file as {seen[key]}: read once")
+            report(f"{name}: the same file as {seen[key]}: read once")
             continue
         if key is not None:
             seen[key] = name
         out.append(name)
     return out
-
-
-def _report(message: str) -> None:
-    sys.stderr.write(f"streamer: {message}\n")
 
 
 def _tail_start(path: Path) -> Any:
@@ -377,10 +323,11 @@ def _tail_start(path: Path) -> Any:
 
 async def cmd_tail(args: argparse.Namespace) -> int:
     from streamer.endpoints.terminal import TerminalEndpoint
-    from streamer.run.pipeline import run_pipeline
+    from streamer.run.pipeline import Run, RunOptions
+    from streamer.run.wiring import unfiltered
     from streamer.util.urls import EndpointURL
 
-    _warn_unmatched(args.events)
+    warn_unmatched(args.events)
     terminal = TerminalEndpoint(EndpointURL.parse("-"), {"format": args.format, "color": args.color,
                                                           "events": args.events,
                                                           "fields": "all" if args.verbose else "compact"})
@@ -401,7 +348,7 @@ async def cmd_tail(args: argparse.Namespace) -> int:
 
         path = Path(args.source)
         _check_input(path, not args.no_follow, command="tail")
-        files = open_source([path], follow=not args.no_follow, report=_report)
+        files = open_source([path], follow=not args.no_follow, report=report)
         if not args.from_start and not args.no_follow:
             start = _tail_start(path)
             if start is not None and isinstance(files, ProvenanceSource):
@@ -410,24 +357,24 @@ async def cmd_tail(args: argparse.Namespace) -> int:
                 files.start_at(path, start)
         source = files
     # a tail runs until stopped: Ctrl-C ends it normally
-    result = await run_pipeline(source, [], endpoints=[terminal], progress=False, live=is_amqp or source.follow)
+    result = await Run(source, [unfiltered(terminal)], RunOptions(progress=False, live=is_amqp or source.follow)).run()
     return result.exit_code
 
 
 async def cmd_monitor(args: argparse.Namespace, *, follow: bool) -> int:
     from streamer.console.endsummary import print_end_summary
-    from streamer.run.pipeline import print_summary, run_pipeline
     from streamer.console.progressline import ProgressLine, RunView
+    from streamer.run.pipeline import RunOptions
+    from streamer.run.summary import print_summary
+    from streamer.run.workflow import WorkflowRun
 
     try:
-        from streamer.monitor import markers
         from streamer.monitor.source import WorkflowSource
     except ImportError as exc:
         raise ConfigError(f"the workflow monitor is not available in this build: {exc}") from None
     path = Path(args.path)
     if is_jobstate_log(path) and (path.exists() or follow):
-        return await run_jobstate(args, path, follow=follow, command="follow" if follow else "replay",
-                                  collect_endpoints=collect_endpoints, report=_report)
+        return await run_jobstate(args, path, follow=follow, command="follow" if follow else "replay")
     if not path.exists():
         raise ConfigError(f"{args.path}: no such submit directory, dagman.out or jobstate.log file")
     tz = _workflow_zone(args, path, load_toml(args.config).timezone if args.config else None)
@@ -436,15 +383,15 @@ async def cmd_monitor(args: argparse.Namespace, *, follow: bool) -> int:
                             state_path=Path(args.state) if args.state else None, parser=args.parser,
                             resume=follow or args.resume)
     settings = collect_endpoints(args, defaults=[source.default_db_url()])
-    source.destinations = destinations_of(settings.endpoints)
     here = source.plain or writes_submit_dir(source, settings.endpoints)  # else: nothing is written there
     if not args.state and not here:
         source.state_path = replay_state_path(source.submit_dir)
     refuse_read_only(source, settings.endpoints, state_given=bool(args.state))
-    resuming = source.will_resume()  # reads the state: its notes (resuming from where, or why not) are said now
-    defaults = {"replay": not args.append and not follow and not resuming}
+    workflow = WorkflowRun(source, replay=not args.append and not follow, here=here)
+    # reads the state: its notes (resuming from where, or why not) are said now
+    resuming = await workflow.decide(destinations_of(settings.endpoints))
     for note in source.notes:
-        _report(note)
+        report(note)
     if not args.dest and not args.config and not args.conf and not args.quiet:
         sys.stderr.write(f"streamer: no --dest: writing {mask(settings.endpoints[0].url)} and jobstate.log\n")
     db_written = any(s.url == source.default_db_url() for s in settings.endpoints)
@@ -452,21 +399,15 @@ async def cmd_monitor(args: argparse.Namespace, *, follow: bool) -> int:
         sys.stderr.write(f"streamer: note: {source.default_db_url().rsplit('/', 1)[-1]} is not written (endpoints "
                          f"given), so pegasus-analyzer and pegasus-statistics cannot read this run; add "
                          f"--dest {source.default_db_url()} to keep monitord's database\n")
-    started = time.time()
-    if here and not source.plain:  # Pegasus's tools read these; a plain DAG's directory is left as DAGMan made it
-        markers.write_started(Path(source.submit_dir), started)
     view = RunView(follow=follow, keep_alive=getattr(args, "keep_alive", False))
     if resuming and not args.quiet:
         await _prime(view, source)
     meter = ProgressLine(view, sys.stderr, enabled=not args.quiet and sys.stderr.isatty())
-    try:
-        result = await run_pipeline(source, settings.endpoints, on_error=settings.on_error, defaults=defaults,
-                                    label="events", meter=meter, watch=None if args.quiet else view.watch,
-                                    metrics=args.metrics)  # -q: no progress line, no summary, nothing to count
+    try:  # -q: no progress line, no summary, nothing to count
+        result = await workflow.run(settings.endpoints, RunOptions(
+            on_error=settings.on_error, meter=meter, metrics=args.metrics, watch=None if args.quiet else view.watch))
     finally:  # also when an endpoint cannot even be built: the terminal gets its cursor back
         meter.finish()
-    if result.exit_code == 0 and result.interrupted is None and here and not source.plain:
-        markers.write_done(Path(source.submit_dir), started, time.time())
     if not args.quiet:
         print_summary(result, sys.stderr)
         if not source.plain:
@@ -474,7 +415,7 @@ async def cmd_monitor(args: argparse.Namespace, *, follow: bool) -> int:
     return result.exit_code
 
 
-async def _prime(view: Any, source: Any) -> None:
+async def _prime(view: RunView, source: WorkflowSource) -> None:
     """The progress line and end summary of a resumed run start from what came before its position."""
     import asyncio
     import logging
@@ -519,7 +460,7 @@ async def dispatch(args: argparse.Namespace) -> int:
     if args.command == "serve":
         from streamer.cli.serve import run_serve_command
 
-        return await run_serve_command(args, collect_endpoints)
+        return await run_serve_command(args)
     if args.command == "status":
         from streamer.status.command import run_status
 

@@ -51,14 +51,14 @@ def add_serve_command(commands: Any, formatter: type, common: Callable[[Any], No
     common(cmd)
 
 
-async def run_serve_command(args: argparse.Namespace, collect_endpoints: Callable[..., Any]) -> int:
+async def run_serve_command(args: argparse.Namespace) -> int:
     from streamer.serve.config import load_serve_config
     from streamer.serve.supervisor import describe, run_serve
 
-    config = load_serve_config(args, collect_endpoints)
+    config = load_serve_config(args)
     if not args.quiet and not args.verbose:  # which workflow it starts and finishes following: said by default
         logging.getLogger("streamer.serve").setLevel(logging.INFO)
     if not args.quiet:
         for line in describe(config):
             sys.stderr.write(f"streamer serve: {line}\n")
-    return await run_serve(config, reload=lambda: load_serve_config(args, collect_endpoints))
+    return await run_serve(config, reload=lambda: load_serve_config(args))

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Iterator
 
 from streamer.util import checkpoint
-from streamer.monitor.submitdir import default_db_url
+from streamer.monitor.submitdir import workflow_db_url
 from streamer.sources.base import Batch, Source, SourceError
 from streamer.config.statedir import resume_refusal
 from streamer.monitor import zones
@@ -52,6 +52,8 @@ Condor id) tell one run from another run at the same path."""
 
 class WorkflowSource(Source):
     """Events of a workflow run (and its sub-workflows) from its submit directory."""
+
+    workflows = 1
 
     read_size = READ_SIZE
     """Bytes read per dagman.out per step: bounds the work (and batch) of one step."""
@@ -100,8 +102,7 @@ class WorkflowSource(Source):
     # ------------------------------------------------------------ identity
     def default_db_url(self) -> str:
         """monitord's default Stampede DB: `sqlite:///<submit dir>/<dag basename>.stampede.db`."""
-        dag = self.dag_file or os.path.basename(self.dagman_out).split(".dagman.out")[0]
-        return default_db_url(os.path.abspath(self.submit_dir), dag)
+        return workflow_db_url(os.path.abspath(self.submit_dir), self.dagman_out, self.dag_file)
 
     # ------------------------------------------------------------ state
     def _load_state(self) -> dict[str, Any] | None:
@@ -141,8 +142,11 @@ class WorkflowSource(Source):
             return None  # a finished replay replays from the start, as monitord -r does
         return data
 
-    def will_resume(self) -> bool:
-        """A state file this source will resume from (so a replay must not start its outputs afresh)."""
+    def resume_for(self, destinations: list[str] | None) -> bool:
+        """Decide, for this endpoint set (masked URLs and filters; None: not checked), whether to resume: True
+        when a state file is resumed from (so a replay must not start its outputs afresh); `notes` say why
+        (blocking: it reads the state)."""
+        self.destinations = destinations
         return self._load_state() is not None
 
     def history(self) -> Iterator[list[Any]]:

@@ -24,3 +24,9 @@ def sqlite_url(path: str | os.PathLike[str]) -> str:
 def default_db_url(directory: str | os.PathLike[str], dag: str) -> str:
     """monitord's default database of a workflow whose .dag file is `dag`, in `directory`."""
     return sqlite_url(stampede_db_path(directory, dag_stem(dag)))
+
+
+def workflow_db_url(directory: str | os.PathLike[str], dagman_out: str | os.PathLike[str], dag: str | None) -> str:
+    """The default database of the workflow whose DAGMan log is `dagman_out`: named for its .dag file (`dag`,
+    as braindump records it), else for the log (`<name>.dagman.out`)."""
+    return default_db_url(directory, dag or os.path.basename(dagman_out).removesuffix(".dagman.out"))

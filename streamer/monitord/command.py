@@ -7,7 +7,6 @@ import logging
 import os
 import signal
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from streamer.endpoints.layers.spooling import DEFAULT_DRAIN_TIMEOUT
 from streamer.config.settings import ConfigError, EndpointSpec, normalise_url
 from streamer.monitor.parsers.dagman import Finished, Pid, classify
-from streamer.monitor.submitdir import default_db_url
+from streamer.monitor.submitdir import workflow_db_url
 from streamer.util.runtime import log_to, run
 from streamer.util.urls import mask
 from streamer.monitord import files, options, properties, stats
@@ -23,7 +22,7 @@ from streamer.util.exitcodes import Exit
 from streamer.util.tail import OnChange, Tail
 
 if TYPE_CHECKING:
-    from streamer.endpoints.base import Endpoint
+    from streamer.run.wiring import Routed
 
 log = logging.getLogger("streamer.monitord")
 
@@ -140,8 +139,7 @@ def _endpoints(plan: Plan, params: dict[str, str]) -> None:
         plan.opts.ignored.append("--dest and --no-events conflict (monitord refuses both): --no-events wins")
     if plan.no_events:
         return
-    dag = params.get("dag") or plan.dagman_out.name[: -len(".dagman.out")]
-    default = default_db_url(plan.run_dir, dag)
+    default = workflow_db_url(plan.run_dir, plan.dagman_out, params.get("dag"))
     url = normalise_url(opts.dest) if opts.dest else properties.workflow_url(props, default)
     main = EndpointSpec(url=url)
     main.options.update(properties.timeout_options(props, None, url.split(":", 1)[0].lower()))
@@ -285,9 +283,10 @@ class Watch:
 
 
 async def run_plan(plan: Plan) -> int:
-    from streamer.monitor import markers
     from streamer.monitor.source import WorkflowSource
-    from streamer.run.pipeline import print_summary, run_pipeline
+    from streamer.run.pipeline import RunOptions
+    from streamer.run.summary import print_summary
+    from streamer.run.workflow import WorkflowRun
 
     opts = plan.opts
     out_dir = Path(opts.output_dir) if opts.output_dir else plan.run_dir
@@ -299,7 +298,7 @@ async def run_plan(plan: Plan) -> int:
     source = WorkflowSource(plan.dagman_out, follow=follow, recursive=opts.recursive, timezone=plan.timezone,
                             state_path=state_path, engine=engine_options(plan))
     source.poll_max = 0.2
-    extra: list[tuple[Endpoint, EndpointSpec]] = []
+    extra: list[Routed] = []
     notifier = None
     if plan.notifications:
         from streamer.monitord.notifier import NotificationEndpoint, bin_dir
@@ -327,14 +326,14 @@ async def run_plan(plan: Plan) -> int:
                  f"{plan.notifications_timeout} s" if plan.notifications_timeout else "none")
     if opts.millisleep:
         log.info("using simulation delay of %d ms per dagman.out line", opts.millisleep)
+    workflow = WorkflowRun(source, replay=opts.replay)
+    await workflow.decide(None)
     watch = Watch(source, plan.dagman_out, follow)
     watch.install()
     watcher = asyncio.create_task(watch.dagman())
-    started = time.time()
-    markers.write_started(plan.run_dir, started)
     try:
-        result = await run_pipeline(source, plan.endpoints, defaults={"replay": opts.replay}, progress=False,
-                                    extra=extra, signals=False)
+        result = await workflow.run(plan.endpoints, RunOptions(progress=False, signals=False), extra=extra,
+                                    ended=lambda: not watch.dagman_gone and watch.signal is None)
     finally:
         watcher.cancel()
         await asyncio.gather(watcher, return_exceptions=True)
@@ -347,7 +346,6 @@ async def run_plan(plan: Plan) -> int:
         return DAGMAN_GONE
     if watch.signal is not None:
         return 1
-    markers.write_done(plan.run_dir, started, time.time())
     log.info("monitord process %d exiting with 0", os.getpid())
     return 0
 

@@ -8,14 +8,14 @@ the events delivered, the batches written, the seconds spent writing them and th
 from __future__ import annotations
 
 import logging
-from typing import Any
 
+from streamer.run.pipeline import RunResult
 from streamer.util.urls import mask
 
 log = logging.getLogger("streamer.monitord")
 
 
-def stat_lines(result: Any) -> list[str]:
+def stat_lines(result: RunResult) -> list[str]:
     """One line per endpoint: `db-stats: NAME: N events in B batches, S s writing (R events/s)`."""
     lines = []
     for name, stats in result.stats:
@@ -25,7 +25,7 @@ def stat_lines(result: Any) -> list[str]:
     return lines
 
 
-def log_db_stats(result: Any) -> None:
+def log_db_stats(result: RunResult) -> None:
     """Log the statistics at INFO, raising the root level to INFO first if it is higher (as monitord)."""
     root = logging.getLogger()
     if root.getEffectiveLevel() > logging.INFO:

@@ -23,6 +23,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Final, Iterator
 
+from streamer.config.command import MetricsError, parse_address
+from streamer.sources.base import Source
+
 log = logging.getLogger("streamer.run.metrics")
 
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, float("inf"))
@@ -112,26 +115,14 @@ def _family(name: str, **extra: Any) -> Any:
     return kinds[spec.kind](spec.name, spec.help, **labels, **extra)
 
 
-class MetricsError(ValueError):
-    """A bad `--metrics` address (usage error)."""
-
-
 SOURCE_LABELS = {"EventFileSource": "file", "ProvenanceSource": "file", "WorkflowSource": "workflow",
                  "ServeSource": "workflow", "JobstateSource": "jobstate", "QueueSource": "queue", "AMQPSource": "amqp"}
 
 
-def source_label(source: Any) -> str:
+def source_label(source: Source) -> str:
     """The `source` label of a source object: file, workflow, jobstate, queue, amqp."""
     name = type(source).__name__
     return SOURCE_LABELS.get(name, name.removesuffix("Source").lower() or "source")
-
-
-def parse_address(text: str) -> tuple[str, int]:
-    """`HOST:PORT` or `:PORT` (all interfaces) or `[::1]:PORT`."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
-        raise MetricsError(f"--metrics {text!r}: expected HOST:PORT (e.g. 127.0.0.1:9464)")
-    return host.strip("[]") or "0.0.0.0", int(port)
 
 
 class Latency:
@@ -182,7 +173,7 @@ class Metrics:
 
         self.buses: list[tuple[Any, str]] = []
         self.checks: dict[int, Callable[[], str | None]] = {}
-        self.clients: dict[int, Any] = {}
+        self.clients: dict[int, Source] = {}
         """Sources talking to a broker (`node`, `name`), by bus: `streamer_amqp_node`."""
         """Health of the sources (a collector's broker), by bus."""
         self.latency = Latency()
@@ -202,14 +193,14 @@ class Metrics:
         self._server: asyncio.base_events.Server | None = None
 
     def attach(self, bus: Any, *, source: str, health: Callable[[], str | None] | None = None,
-               node: Any = None) -> None:
-        """Count `bus`; `health()`: None while its source is fine, else why not (shown by /healthz); `node`: a
-        source with a `node` (the broker it reads from now) and a `name`."""
+               node: Source | None = None) -> None:
+        """Count `bus`; `health()`: None while its source is fine, else why not (shown by /healthz); `node`: the
+        source, whose `node` (the broker it reads from now, if any) `streamer_amqp_node` names."""
         self.buses.append((bus, source))
         bus.on_delivered = self._delivered
         if health is not None:
             self.checks[id(bus)] = health
-        if node is not None and hasattr(node, "node"):
+        if node is not None:
             self.clients[id(bus)] = node
 
     def detach(self, bus: Any) -> None:
@@ -319,7 +310,7 @@ class Metrics:
         """`streamer_amqp_node{client, node} 1`: the broker each AMQP endpoint and collector uses now."""
         nodes = _family("streamer_amqp_node")
         seen: set[str] = set()
-        clients = [(c.name, c.node) for c in self.clients.values()]
+        clients: list[tuple[str, Any]] = [(c.name, c.node) for c in self.clients.values()]
         clients += [(route.name, getattr(route.endpoint, "node", None)) for _, route in self.routes()]
         for name, node in clients:
             if isinstance(node, str) and node and name not in seen:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from streamer.config.command import collect_endpoints
 from streamer.config.statedir import user_state_dir
 from streamer.config.settings import ConfigError, EndpointSpec, Settings, load_toml, normalise_url
 from streamer.util import safenames
@@ -96,7 +97,7 @@ class ServeConfig:
         return user_state_dir() / "serve"
 
 
-def load_serve_config(args: Any, collect_endpoints: Any) -> ServeConfig:
+def load_serve_config(args: Any) -> ServeConfig:
     """Read `--config` (its `[serve]` table and `[[endpoint]]`s) and apply the command line over it."""
     config = ServeConfig()
     table: dict[str, Any] = {}

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
-from streamer.monitor import markers
 from streamer.monitor.source import WorkflowSource
-from streamer.run.pipeline import run_pipeline
+from streamer.run.metrics import Metrics
+from streamer.run.pipeline import RunOptions
+from streamer.run.workflow import WorkflowRun
+from streamer.serve.shared import SharedEndpoint
 from streamer.sources.base import Batch
 from streamer.serve.config import ServeConfig
 from streamer.serve.discovery import Found
@@ -73,8 +73,9 @@ class Followed:
             self.source.wake.set()
 
 
-async def follow(wf: Followed, config: ServeConfig, shared: list[Any], on_start: Any, on_end: Any,
-                 exporter: Any = None) -> bool:
+async def follow(wf: Followed, config: ServeConfig, shared: list[SharedEndpoint],
+                 on_start: Callable[[str, ServeSource], None], on_end: Callable[[str, str], None],
+                 exporter: Metrics | None = None) -> bool:
     """Follow `wf` until DAGMan exits (True) or it is detached (False); retry after endpoint failures."""
     found = wf.found
     delay = 1.0
@@ -82,18 +83,16 @@ async def follow(wf: Followed, config: ServeConfig, shared: list[Any], on_start:
         source = ServeSource(found.submit_dir, follow=True, recursive=config.recursive, timezone=config.timezone,
                              write_jobstate=config.jobstate, parser=config.parser, wakeable=wf.wakeable)
         wf.source = source
-        await asyncio.to_thread(source.will_resume)  # reads the state: resuming from where, or why not
+        workflow = WorkflowRun(source, replay=False)
+        await workflow.decide(None)  # reads the state: resuming from where, or why not
         for note in source.notes:
             log.info("%s: %s", found.submit_dir, note)
         specs = config.workflow_specs(found.submit_dir, found.dag, found.wf_uuid, source.default_db_url())
-        started = time.time()
-        if not source.plain:
-            await asyncio.to_thread(markers.write_started, Path(found.submit_dir), started)
         on_start(found.submit_dir, source)
         try:
-            result = await run_pipeline(source, specs, on_error=config.on_error, defaults={"replay": False},
-                                        progress=False, extra=[s.proxy() for s in shared], signals=False,
-                                        exporter=exporter)
+            options = RunOptions(on_error=config.on_error, progress=False, signals=False, exporter=exporter)
+            result = await workflow.run(specs, options, extra=[s.proxy() for s in shared],
+                                        ended=lambda: not wf.leaving)
             code = result.exit_code
         except Exception as exc:  # a bad URL in a template, an endpoint that cannot be created, ...
             log.error("%s: %s", found.submit_dir, exc)
@@ -102,8 +101,6 @@ async def follow(wf: Followed, config: ServeConfig, shared: list[Any], on_start:
             on_end(found.submit_dir, "detached")
             return False
         if code == 0:
-            if not source.plain:
-                await asyncio.to_thread(markers.write_done, Path(found.submit_dir), started, time.time())
             on_end(found.submit_dir, "finished")
             log.info("finished following %s: DAGMan exited, %d events this run", found.submit_dir, source.events_in)
             return True

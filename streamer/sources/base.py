@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, ClassVar, Protocol
 
 from streamer.events import Event
 
@@ -37,16 +37,46 @@ class SourceError(Exception):
     once what came before has been delivered."""
 
 
+class Downstream(Protocol):
+    """What a source may ask of where its batches go (the run's bus)."""
+
+    def holding(self) -> bool:
+        """True while an endpoint holds events of a published batch back (nothing from it on is committed)."""
+
+
 class Source(abc.ABC):
-    """Base of event sources (event-file follower, workflow monitor, broker tail)."""
+    """Base of event sources (event-file follower, workflow monitor, broker tail): what each offers a run.
+
+    A run reads `batches()` into its endpoints and hands each acknowledged position to `commit`; it resumes
+    exactly-once endpoints from `endpoint_marks()`; `follow`, `workflows` and `reachable` say what kind of
+    source it is (how a signal ends the run, what the metrics count)."""
 
     follow: bool = False
     """The source follows growing input until stopped (a signal then ends the run normally)."""
+    workflows: ClassVar[int] = 0
+    """Workflows the source follows (the workflow monitor: one, with its sub-workflows): `streamer_workflows_active`
+    while it runs."""
+    reachable: ClassVar[bool] = False
+    """The source reads from a server whose reachability `health()` says (`/healthz`, `streamer_source_up`)."""
+    node: str = ""
+    """The server node (`host:port`) the source reads from now, of the several its URL may name
+    (`streamer_amqp_node`); empty: none (yet)."""
+    downstream: Downstream | None = None
+    """Where the batches go, given by the run (`Run` sets it to its bus before the first batch)."""
+
+    @property
+    def name(self) -> str:
+        """What the source is called in metrics (`streamer_amqp_node`'s client) and messages."""
+        return type(self).__name__
 
     def held_downstream(self) -> bool:
-        """True while an endpoint holds events of a published batch back (nothing from it on is committed);
-        the run wires this to the bus (`Bus.holding`). A broker source widens its prefetch window then."""
-        return False
+        """True while an endpoint holds events of a published batch back (nothing from it on is committed):
+        the run's bus says (`Bus.holding`). A broker source widens its prefetch window then."""
+        return self.downstream is not None and self.downstream.holding()
+
+    def health(self) -> str | None:
+        """None while the source can read (a broker source: connected to it), else why not (`reachable`)."""
+        return None
 
     @abc.abstractmethod
     def batches(self) -> AsyncIterator[Batch]:

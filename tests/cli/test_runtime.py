@@ -8,7 +8,7 @@ import logging
 import sys
 
 from streamer.util import runtime
-from streamer.run.pipeline import Progress
+from streamer.console.progress import Progress
 
 
 async def _loop_module() -> str:

@@ -19,7 +19,8 @@ from streamer.endpoints.base import Endpoint
 from streamer.endpoints.layers.deadletter import DeadLetters
 from streamer.endpoints.layers.resilience import Rejected
 from streamer.events import bp, jsonenc
-from streamer.run.pipeline import build_endpoints, run_pipeline
+from streamer.run.pipeline import Run, RunOptions
+from streamer.run.wiring import build_endpoints, unfiltered
 from streamer.sources.base import Batch, Source
 from streamer.util.urls import EndpointURL
 from tests.support.pghelp import fresh_database_sync
@@ -61,7 +62,7 @@ def test_refused_events_go_to_the_file_and_the_rest_is_written(tmp_path: Path) -
     events = [bp.parse_line(job_info(f"bad{i}" if i in (3, 11) else f"ok{i}", i)) for i in range(16)]
     picky = Picky()
     layer = DeadLetters(picky, tmp_path / "dead.jsonl")
-    result = asyncio.run(run_pipeline(Listed(events), [], endpoints=[layer], progress=False, signals=False))
+    result = asyncio.run(Run(Listed(events), [unfiltered(layer)], RunOptions(progress=False, signals=False)).run())
     assert result.exit_code == 0
     assert [e.id for e in picky.written] == [e.id for i, e in enumerate(events) if i not in (3, 11)]
     lines = (tmp_path / "dead.jsonl").read_bytes().splitlines()
@@ -79,7 +80,7 @@ def test_refused_events_go_to_the_file_and_the_rest_is_written(tmp_path: Path) -
 
 def test_without_a_dead_letter_file_a_refusal_fails_the_endpoint(tmp_path: Path) -> None:
     events = [bp.parse_line(job_info("bad1"))]
-    result = asyncio.run(run_pipeline(Listed(events), [], endpoints=[Picky()], progress=False, signals=False))
+    result = asyncio.run(Run(Listed(events), [unfiltered(Picky())], RunOptions(progress=False, signals=False)).run())
     assert result.exit_code == 1
 
 

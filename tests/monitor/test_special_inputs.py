@@ -191,7 +191,8 @@ def test_the_loss_is_in_the_metrics(workflow: Path, tmp_path: Path) -> None:
     from streamer.config.settings import EndpointSpec
     from streamer.run.metrics import Metrics
     from streamer.monitor.source import WorkflowSource
-    from streamer.run.pipeline import run_pipeline
+    from streamer.run.pipeline import Run, RunOptions
+    from streamer.run.wiring import build_endpoints
 
     directory = copy_of(workflow, tmp_path)
     kickstart_out(directory).write_text(RECORDS["python tag"][0])
@@ -201,8 +202,8 @@ def test_the_loss_is_in_the_metrics(workflow: Path, tmp_path: Path) -> None:
 
     async def run() -> dict[str, int]:
         source = WorkflowSource(directory, timezone="UTC", write_jobstate=False)
-        result = await run_pipeline(source, [EndpointSpec(url=f"file://{tmp_path / 'out.jsonl'}")],
-                                    progress=False, exporter=exporter)
+        result = await Run(source, build_endpoints([EndpointSpec(url=f"file://{tmp_path / 'out.jsonl'}")]),
+                           RunOptions(progress=False, exporter=exporter)).run()
         assert result.exit_code == 0
         return result.dropped
 

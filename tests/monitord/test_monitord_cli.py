@@ -290,6 +290,38 @@ def test_master_db_in_postgresql(tmp_path: Path, postgres_dsn: str) -> None:
                               (uuid_, "WORKFLOW_TERMINATED", states[1][2], 0, 1)]
 
 
+def test_a_replay_that_resumes_keeps_what_the_interrupted_one_delivered(tmp_path: Path) -> None:
+    """`monitord -r` after an interrupted `monitord -r` resumes from the state it left (streamer.state.json): its
+    outputs must not start afresh then, or what the first run delivered is lost. One rule for every command now
+    (`run/workflow.WorkflowRun`: a replay starts its outputs afresh unless it resumes); monitord's own copy passed
+    `replay=True` even when resuming, and the events file was truncated to the events after the resumed position."""
+    import asyncio
+
+    from streamer.config.settings import EndpointSpec
+    from streamer.monitor.source import WorkflowSource
+    from streamer.run.pipeline import Run, RunOptions
+    from streamer.run.wiring import build_endpoints
+
+    run_dir = generate(tmp_path / "wf", jobs=20, seed=0)
+    home = tmp_path / "home"
+    home.mkdir()
+    out, whole = tmp_path / "events.jsonl", tmp_path / "whole.jsonl"
+    source = WorkflowSource(run_dir / "synth-0.dag.dagman.out", snapshot_interval=0)
+    source.read_size = 2048
+    # the interrupted replay: let go after its first checkpointed batch, as a crash or a signal leaves it
+    options = RunOptions(progress=False, signals=False,
+                         watch=lambda batch: source.detach() if batch.position is not None else None)
+    first = asyncio.run(Run(source, build_endpoints([EndpointSpec(url=f"file://{out}")]), options).run())
+    state = json.loads((run_dir / "streamer.state.json").read_text())
+    assert first.exit_code == 0 and 0 < first.events and not state.get("complete")
+    resumed = run_monitord(["-r", "--dest", f"file://{out}", "synth-0.dag.dagman.out"], run_dir, home)
+    assert resumed.returncode == 0, resumed.stderr
+    again = run_monitord(["-r", "--dest", f"file://{whole}", "synth-0.dag.dagman.out"], run_dir, home)
+    assert again.returncode == 0, again.stderr  # (the state says complete: a replay from the start)
+    assert len(out.read_text().splitlines()) == len(whole.read_text().splitlines()) > first.events
+    assert out.read_text() == whole.read_text()
+
+
 def test_watch_reads_dagmans_pid_and_exit_as_the_monitor_does(tmp_path: Path) -> None:
     """DAGMan's pid and its exit line through the one DAGMan grammar: a restart after an exit read in the same
     block is running again (the old byte patterns saw the earlier exit line and took it for finished), and

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from streamer.run.metrics import MetricsError, parse_address
+from streamer.config.command import MetricsError, parse_address
 from tests.support.ownservers import free_port, own_rabbitmq
 from tests.support.commands import wait_for
 

@@ -266,7 +266,7 @@ def test_deploy_serve_config_example_is_valid(tmp_path: Path) -> None:
     config = tmp_path / "streamer.toml"
     config.write_text(text)
     args = argparse.Namespace(config=str(config), dest=[], watch=[], conf=None, events=None, on_error=None)
-    serve = load_serve_config(args, cli.collect_endpoints)
+    serve = load_serve_config(args)
     assert serve.roots == [tmp_path.resolve()]
     assert serve.workflow_dest == ["sqlite"] and serve.jobstate
     assert [s.url for s in serve.shared] == ["amqp://streamer@broker.example.org:5672/pegasus/workflows"]

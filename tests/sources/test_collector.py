@@ -27,12 +27,13 @@ from streamer.endpoints.db.loader import Loader
 from streamer.endpoints.db.plan import POSTGRESQL
 from streamer.endpoints.layers.resilience import STALE_IDS
 from streamer.events import bp, jsonenc
-from streamer.run.pipeline import run_pipeline
+from streamer.run.pipeline import Run, RunOptions
+from streamer.run.wiring import build_endpoints, unfiltered
 from streamer.sources.amqp.queue import QueueSource
 from streamer.synth import generate
 from streamer.util.urls import EndpointURL
 from tests.support import dbcompare
-from tests.support.amqphelp import unique
+from tests.support.amqphelp import Holding, unique
 from tests.support.pghelp import fresh_database, pg_snapshot
 from tests.support.commands import start_streamer
 from tests.support.commands import streamer as _streamer
@@ -384,9 +385,9 @@ async def test_messages_are_acked_only_once_every_endpoint_has_them(amqp_url: st
         for body in bodies:
             await channel.default_exchange.publish(aio_pika.Message(body), routing_key=queue)
         failing = Refusing(EndpointURL.parse("term:"))
-        result = await run_pipeline(QueueSource(f"{amqp_url}/{queue}?idle=2"), [], endpoints=[failing],
-                                    extra=[(create_endpoint(f"file://{tmp_path}/a.jsonl"), EndpointSpec(url="a"))],
-                                    progress=False, signals=False)
+        result = await Run(QueueSource(f"{amqp_url}/{queue}?idle=2"),
+                           [unfiltered(failing), (create_endpoint(f"file://{tmp_path}/a.jsonl"), EndpointSpec(url="a"))],
+                           RunOptions(progress=False, signals=False)).run()
         assert result.exit_code == 1 and failing.calls == 1  # it had the messages, and refused them
         assert await queue_depth(amqp_url, queue) == 2
         done = await asyncio.to_thread(subprocess.run, [
@@ -423,8 +424,8 @@ async def test_collector_reconnects_and_loses_nothing(amqp_url: str, tmp_path: P
     try:
         for event in events[:10]:
             await channel.default_exchange.publish(aio_pika.Message(jsonenc.dumps(event)), routing_key=queue)
-        run = asyncio.create_task(run_pipeline(source, [EndpointSpec(url=f"file://{out}")], progress=False,
-                                               signals=False))
+        run = asyncio.create_task(Run(source, build_endpoints([EndpointSpec(url=f"file://{out}")]),
+                                      RunOptions(progress=False, signals=False)).run())
         while source.received < 4:
             await asyncio.sleep(0.01)
         assert source.health() is None
@@ -453,7 +454,7 @@ async def test_the_prefetch_window_widens_while_events_are_held(amqp_url: str) -
     channel = await connection.channel()
     await channel.declare_queue(queue, durable=True)
     source = QueueSource(f"{amqp_url}/{queue}?prefetch=2")
-    source.held_downstream = lambda: True  # type: ignore[method-assign]
+    source.downstream = Holding()
 
     async def unacknowledged() -> int:
         received = 0

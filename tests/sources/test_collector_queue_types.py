@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from streamer.events import Event, bp, jsonenc
-from tests.support.amqphelp import unique
+from tests.support.amqphelp import Holding, unique
 
 
 def events(start: int, count: int) -> list[Event]:
@@ -158,7 +158,7 @@ async def test_the_window_of_a_quorum_queue_widens_while_events_are_held(channel
     await ch.declare_queue(queue, durable=True, arguments={"x-queue-type": "quorum"})
     await publish(ch, queue, events(0, 10))
     source = QueueSource(f"{amqp_url}/{queue}?prefetch=2")
-    source.held_downstream = lambda: True  # type: ignore[method-assign]
+    source.downstream = Holding()
 
     async def unacknowledged() -> int:
         received = 0

@@ -14,7 +14,8 @@ import pytest
 
 from streamer.config.settings import EndpointSpec
 from streamer.events import bp, jsonenc
-from streamer.run.pipeline import run_pipeline
+from streamer.run.pipeline import Run, RunOptions
+from streamer.run.wiring import build_endpoints
 from streamer.sources.eventfile import CheckpointStore, EventFileSource
 from streamer.sources.follow import FileFollower, FilePosition, FollowError
 
@@ -219,14 +220,14 @@ async def test_replay_resumes_from_the_checkpoint_without_loss_or_repeats(tmp_pa
     lines = bp_lines(corpus)
     source_path.write_text("\n".join(lines[:1000]) + "\n")
     specs = [EndpointSpec(url=f"file://{out}")]
-    first = await run_pipeline(EventFileSource([source_path], checkpoint=ck), specs, progress=False)
+    first = await Run(EventFileSource([source_path], checkpoint=ck), build_endpoints(specs), RunOptions(progress=False)).run()
     assert first.exit_code == 0 and first.events == 1000
     saved = CheckpointStore(ck).load()[str(source_path.resolve())]
     assert (saved.line, saved.offset) == (1000, source_path.stat().st_size)
     append(source_path, "\n".join(lines[1000:]) + "\n")
-    second = await run_pipeline(EventFileSource([source_path], checkpoint=ck), specs, progress=False)
+    second = await Run(EventFileSource([source_path], checkpoint=ck), build_endpoints(specs), RunOptions(progress=False)).run()
     assert second.exit_code == 0 and second.events == len(lines) - 1000
-    third = await run_pipeline(EventFileSource([source_path], checkpoint=ck), specs, progress=False)
+    third = await Run(EventFileSource([source_path], checkpoint=ck), build_endpoints(specs), RunOptions(progress=False)).run()
     assert third.events == 0
     assert output_ids(out) == input_ids(source_path)
     assert len(set(output_ids(out))) == len(lines) == 3588
@@ -238,7 +239,7 @@ async def test_follow_source_stopped_then_resumed_delivers_each_event_once(tmp_p
     lines = bp_lines(corpus, 600)
     source_path.write_text("\n".join(lines[:200]) + "\n")
     source = EventFileSource([source_path], follow=True, checkpoint=ck, poll_interval=POLL)
-    run = asyncio.create_task(run_pipeline(source, [EndpointSpec(url=f"file://{out1}")], progress=False))
+    run = asyncio.create_task(Run(source, build_endpoints([EndpointSpec(url=f"file://{out1}")]), RunOptions(progress=False)).run())
     await until(lambda: len(output_ids(out1, live=True)) == 200)
     append(source_path, "\n".join(lines[200:400]) + "\n")
     await until(lambda: len(output_ids(out1, live=True)) == 400)
@@ -248,7 +249,7 @@ async def test_follow_source_stopped_then_resumed_delivers_each_event_once(tmp_p
     assert CheckpointStore(ck).load()[str(source_path.resolve())].line == 400
     append(source_path, "\n".join(lines[400:]) + "\n")
     source = EventFileSource([source_path], follow=False, checkpoint=ck)
-    result = await run_pipeline(source, [EndpointSpec(url=f"file://{out2}")], progress=False)
+    result = await Run(source, build_endpoints([EndpointSpec(url=f"file://{out2}")]), RunOptions(progress=False)).run()
     assert result.events == 200
     assert output_ids(out1) + output_ids(out2) == input_ids(source_path)
 
@@ -258,7 +259,7 @@ async def test_follow_several_files_keeps_each_in_order(tmp_path: Path, corpus: 
     a.write_text("\n".join(bp_lines(corpus, 300, rep=1)) + "\n")
     b.write_text("\n".join(bp_lines(corpus, 300, rep=2)) + "\n")
     source = EventFileSource([a, b], follow=True, poll_interval=POLL, checkpoint=tmp_path / "ck")
-    run = asyncio.create_task(run_pipeline(source, [EndpointSpec(url=f"file://{out}")], progress=False))
+    run = asyncio.create_task(Run(source, build_endpoints([EndpointSpec(url=f"file://{out}")]), RunOptions(progress=False)).run())
     await until(lambda: len(output_ids(out, live=True)) == 600)
     source.stop()
     await asyncio.wait_for(run, 4)

@@ -19,7 +19,8 @@ from streamer.endpoints.db.schema import provenance as provenance_schema
 from streamer.endpoints.terminal import pretty_line
 from streamer.events import bp, chimbuko, jsonenc
 from streamer.events.registry import model_of
-from streamer.run.pipeline import run_pipeline
+from streamer.run.pipeline import Run, RunOptions
+from streamer.run.wiring import build_endpoints
 from streamer.sources.eventfile import EventFileSource
 from streamer.sources.provenance import ProvenanceSource, _Scanner, is_provenance_file, open_source
 from streamer.synth.provenance import dump_records, generate, write_collections
@@ -322,7 +323,7 @@ async def test_file_endpoints_round_trip_and_filters(tmp_path: Path) -> None:
              EndpointSpec(url=f"file://{outs['anomalies.out.jsonl']}?events=chimbuko.anomaly"),
              EndpointSpec(url=f"file://{outs['chimbuko.bp']}?events=chimbuko.*"),
              EndpointSpec(url=f"file://{outs['no-normal.jsonl']}?events=!chimbuko.normalexec")]
-    result = await run_pipeline(ProvenanceSource(list(paths.values())), specs, progress=False)
+    result = await Run(ProvenanceSource(list(paths.values())), build_endpoints(specs), RunOptions(progress=False)).run()
     assert result.exit_code == 0 and result.events == len(ALL)
     expected = [event_of(c, r) for c, r in ALL]
     for name in ("all.jsonl", "all.bp", "chimbuko.bp"):

@@ -162,3 +162,10 @@ class Forwarder:
         self.down()
         self.server.close()
         await self.server.wait_closed()
+
+
+class Holding:
+    """A source's downstream whose endpoints hold events back for ever (nothing is acknowledged)."""
+
+    def holding(self) -> bool:
+        return True

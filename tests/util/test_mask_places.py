@@ -17,7 +17,8 @@ from streamer.endpoints.base import Endpoint
 from streamer.endpoints.layers.deadletter import DeadLetters
 from streamer.endpoints.layers.resilience import Rejected
 from streamer.events import bp
-from streamer.run.pipeline import run_pipeline
+from streamer.run.pipeline import Run, RunOptions
+from streamer.run.wiring import unfiltered
 from streamer.util.runtime import setup_logging
 from streamer.sources.base import Batch, Source
 from streamer.util.urls import EndpointURL
@@ -83,8 +84,8 @@ class Listed(Source):
 def test_dead_letter_files_name_the_endpoint_masked(password: str, tmp_path: Path) -> None:
     endpoint = Refusing(EndpointURL.parse(f"postgresql://u:{password}@db/stampede"))
     layer = DeadLetters(endpoint, tmp_path / "dead.jsonl")
-    result = asyncio.run(run_pipeline(Listed([bp.parse_line(LINE.strip())]), [], endpoints=[layer], progress=False,
-                                      signals=False))
+    result = asyncio.run(Run(Listed([bp.parse_line(LINE.strip())]), [unfiltered(layer)],
+                             RunOptions(progress=False, signals=False)).run())
     assert result.exit_code == 0
     text = (tmp_path / "dead.jsonl").read_text()
     record = orjson.loads(text.splitlines()[0])["dead_letter"]

@@ -42,6 +42,10 @@ def default_state_path(path: Path) -> Path:
 class JobstateSource(Source):
     """Events of one DAGMan jobstate.log."""
 
+    workflows = 1
+    plain = True
+    """DAGMan's own log: its directory is left as DAGMan made it (no monitord markers)."""
+
     def __init__(self, path: str | Path, *, follow: bool = False, state_path: str | Path | None = None,
                  strict: bool = False, poll_interval: float = 0.2, until_finished: bool = False,
                  report: Callable[[str], None] | None = None, resume: bool = True,
@@ -72,15 +76,16 @@ class JobstateSource(Source):
         self._marks: dict[str, Any] = {}
         self.destinations = destinations
         if destinations is not None:
-            self.bind(destinations)
+            self.resume_for(destinations)
 
     def _bound(self) -> None:
         """The saved state read and the resume decided (without checking the endpoints when nobody bound any)."""
         if not self._read:
-            self.bind(self.destinations)
+            self.resume_for(self.destinations)
 
-    def bind(self, destinations: list[str] | None) -> None:
-        """Decide, for this endpoint set (masked URLs and filters; None: not checked), whether to resume."""
+    def resume_for(self, destinations: list[str] | None) -> bool:
+        """Decide, for this endpoint set (masked URLs and filters; None: not checked), whether to resume (True:
+        from the saved state); `notes` say why."""
         self.destinations = destinations
         self.notes = []
         if not self._read:  # read once, knowing the endpoints: a damaged state is refused when one is a file
@@ -88,7 +93,7 @@ class JobstateSource(Source):
         saved, state_path = self._saved, self.state_path
         self.start, self.resumed, self._marks = None, False, {}
         if saved is None or state_path is None:  # nothing saved (a state is only read from a state_path)
-            return
+            return False
         self.converter = converter_for(self.path)  # fresh, unless the saved one is resumed below
         started = "position" in saved  # else only the marks of a run that never checkpointed
         resume, note = resume_refusal(state_path, saved.get("destinations"), resume=self.resume,
@@ -96,13 +101,14 @@ class JobstateSource(Source):
         if note:
             self.notes.append(note)
         if not resume:
-            return
+            return False
         self._marks = saved.get("endpoints") or {}
         if started:
             self.start = FilePosition.from_dict(saved["position"])
             self.converter.restore(saved["converter"])
             self.resumed = True
             self.notes.append(f"resuming {self.path} from line {self.start.line} (state {self.state_path})")
+        return self.resumed
 
     # ------------------------------------------------------------ identity
     @property

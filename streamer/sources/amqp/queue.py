@@ -386,6 +386,8 @@ class QueueSource(Source):
         except Exception as exc:  # channel closed under us: they will be redelivered
             log.debug("%s: ack lost (%s); the broker redelivers", self.name, exc)
 
+    reachable = True  # `health()` below says whether its broker is
+
     def health(self) -> str | None:
         """None while connected to the broker (`/healthz`), else why not."""
         if self._generation and (self._connection is None or self._connection.is_closed):
