@@ -172,7 +172,8 @@ class Tracker:
                     self._skip_long_line(entry, engine, handle, size, final)
                     return
                 handle.seek(entry.offset)
-                data = handle.read(max_bytes)
+                # what the file holds past the offset (a read of n bytes allocates n first)
+                data = handle.read(min(max_bytes, max(size - entry.offset, 1)))
                 if b"\n" not in data and len(data) == max_bytes:
                     long_line = self._long_line(entry, handle, data)
                     if long_line is None:
