@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # streamer and tests (a package)
 
 from streamer.synth import generate  # noqa: E402
-from tests import dbcompare, pghelp  # noqa: E402
+from tests.support import dbcompare, pghelp  # noqa: E402
 
 SCENARIOS = ("success", "retry,held", "hierarchical", "clustered,evicted", "success", "retry",
              "held,submit_failure", "success")

@@ -40,7 +40,7 @@ def record(kind: str, *values: Any) -> None:
 
 
 def install() -> None:
-    from streamer.bus import Bus
+    from streamer.core.bus import Bus
     from streamer.endpoints.files import FileEndpoint
     from streamer.endpoints.db.sqlite import SQLiteEndpoint
     from streamer.monitor import runner

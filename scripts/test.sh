@@ -64,10 +64,16 @@ if ! command -v npm >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "
     || echo "test.sh: could not install npm" >&2
 fi
 
-if [ $# -gt 0 ]; then exec .venv/bin/python -m pytest -q "$@"; fi
-.venv/bin/python -m pytest -q
+# Tests run in parallel (pytest-xdist): most of their time is spent waiting on servers and child processes, so
+# more workers than cores pay; STREAMER_TEST_WORKERS=0 runs them in one process.
+workers="${STREAMER_TEST_WORKERS:-4}"
+parallel=(-n "$workers" --dist worksteal)
+[ "$workers" = 0 ] && parallel=(-p no:xdist)
+if [ $# -gt 0 ]; then exec .venv/bin/python -m pytest -q "${parallel[@]}" "$@"; fi
+.venv/bin/python -m pytest -q "${parallel[@]}"
 # The whole suite ran with the compiled codec; every module that goes through it (parse, encode, ids,
 # monitor, golden, fuzz, load: tests/pure_python_modules.txt, kept complete by tests/events/test_pure_python.py)
 # runs again without it, as on a machine with no C compiler (docs/internals/performance.md, "Compiled codec").
 echo "test.sh: again in pure-Python mode (STREAMER_PURE_PYTHON=1): $(grep -vc '^#' tests/pure_python_modules.txt) modules"
-STREAMER_PURE_PYTHON=1 exec .venv/bin/python -m pytest -q -p no:cacheprovider $(grep -v '^#' tests/pure_python_modules.txt)
+STREAMER_PURE_PYTHON=1 exec .venv/bin/python -m pytest -q -p no:cacheprovider "${parallel[@]}" \
+  $(grep -v '^#' tests/pure_python_modules.txt)

@@ -7,6 +7,7 @@ outside CI it is skipped with the reason.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import sys
 import tempfile
@@ -118,3 +119,42 @@ async def pg_db(postgres_dsn: str):
 
     async with fresh_database(postgres_dsn) as url:
         yield url
+
+
+@pytest.fixture
+def in_utc(monkeypatch: pytest.MonkeyPatch):
+    """Times on screen in UTC whatever the machine's zone (they are shown in the local zone, TZ)."""
+    import time
+
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+FAULT_WORDS = re.compile(r"(?:^|_)(?:kill9?|killed|restarts?|restarted|stopped|sigterm|sigkill)(?=_|\[|$)")
+"""A test named for stopping or killing something."""
+FAULT_NAMES = {"own_postgres", "own_rabbitmq", "own_cluster", "SIGKILL", "SIGTERM", "send_signal", "kill"}
+"""Names a test's code uses when it starts servers of its own or signals a process."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark `slow` every test that stops, kills or clusters servers (it starts its own, `tests/support/ownservers`)
+    or signals a process: `-m "not slow"` is the quick loop, CI runs everything."""
+    for item in items:
+        if FAULT_WORDS.search(item.name) or _code_names(getattr(item, "function", None)) & FAULT_NAMES:
+            item.add_marker(pytest.mark.slow)
+
+
+def _code_names(function: object) -> set[str]:
+    """Every name a function's code (nested functions included) refers to."""
+    names: set[str] = set()
+    stack = [getattr(function, "__code__", None)]
+    while stack:
+        code = stack.pop()
+        if code is None:
+            continue
+        names.update(code.co_names)
+        stack.extend(const for const in code.co_consts if hasattr(const, "co_names"))
+    return names

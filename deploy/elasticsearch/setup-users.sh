@@ -6,6 +6,14 @@
 # security API's PUT replaces a role or user, so passwords follow .env).
 set -euo pipefail
 
+# Refuse the placeholders of .env.example: a deployment must not start with a password anyone can read.
+for name in ELASTIC_PASSWORD LOGSTASH_ES_PASSWORD GRAFANA_ES_PASSWORD; do
+    if [[ ${!name:-} == change-me* ]]; then
+        echo "setup-users: $name is still the placeholder from deploy/.env.example (change-me-...); set a real password in deploy/.env" >&2
+        exit 1
+    fi
+done
+
 es=${ELASTICSEARCH_URL:-http://elasticsearch:9200}
 
 put() {  # put PATH JSON: PUT as the elastic superuser, fail on any error

@@ -94,7 +94,7 @@ ORDER BY "cpu (s)" DESC, 1"""
 SQL_INTEGRITY = """\
 SELECT
   ig.type AS "type",
-  coalesce(ig.file_type, '-') AS "files",
+  coalesce(ig.file_type::text, '-') AS "files",
   count(DISTINCT ig.job_instance_id) AS "job instances",
   sum(ig.count) AS "checksums",
   round(sum(ig.duration), 3) AS "duration (s)"

@@ -5,6 +5,15 @@
 # repository must not hold secrets.
 set -euo pipefail
 
+# Refuse the placeholders of .env.example: a deployment must not start with a password anyone can read.
+for name in RABBITMQ_ADMIN_PASSWORD STREAMER_AMQP_PASSWORD LOGSTASH_AMQP_PASSWORD VIEWER_AMQP_PASSWORD \
+        COLLECTOR_AMQP_PASSWORD; do
+    if [[ ${!name:-} == change-me* ]]; then
+        echo "render-definitions: $name is still the placeholder from deploy/.env.example (change-me-...); set a real password in deploy/.env" >&2
+        exit 1
+    fi
+done
+
 template=${DEFINITIONS_TEMPLATE:-/etc/rabbitmq/definitions.template.json}
 target=${DEFINITIONS_TARGET:-/tmp/rabbitmq-definitions.json}
 defs=$(<"$template")

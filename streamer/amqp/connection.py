@@ -4,13 +4,23 @@ Shared by the AMQP endpoint (publishing, `streamer/endpoints/amqp/endpoint.py`) 
 AMQP sources (`streamer tail`, the collector of `streamer load amqp://...`,
 `streamer/sources/`), so neither layer imports the other.
 
-URL: `amqp[s]://[user:pass@]host[:port]/[vhost/]name`, the vhost URL-encoded
-(`%2F` for `/`); `name` is the exchange (publishing, tail) or the queue (collector).
+URL: `amqp[s]://[user:pass@]host[:port][,host[:port]...]/[vhost/]name`, the
+vhost URL-encoded (`%2F` for `/`); `name` is the exchange (publishing, tail) or
+the queue (collector).
+
+Several brokers (the nodes of one RabbitMQ cluster): `connect` tries them in the
+order given and takes the first that answers; after a loss, `connect(...,
+after=NODE)` starts with the node after the one lost, so a client fails over to
+the next node at once instead of waiting for the dead one. Only when every node
+refuses does the caller see `BrokerUnavailable` (and a publisher spools). The
+node in use is logged (`connected to NODE`, no password) and kept on the
+connection (`node_of`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import ssl
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +33,7 @@ from streamer.core.options import is_true
 from streamer.util.urls import mask
 
 CONNECT_TIMEOUT = 10.0
+log = logging.getLogger("streamer.amqp")
 
 
 class AMQPURLError(ValueError):
@@ -48,7 +59,7 @@ _PERMANENT = ("ACCESS_REFUSED", "PRECONDITION_FAILED", "NOT_FOUND", "NOT_ALLOWED
 
 @dataclass(frozen=True)
 class AMQPTarget:
-    """Where to publish: broker address, credentials, vhost and exchange."""
+    """Where to publish: broker addresses (one or the nodes of a cluster), credentials, vhost and exchange."""
 
     tls: bool
     host: str
@@ -57,23 +68,54 @@ class AMQPTarget:
     password: str
     vhost: str
     exchange: str
+    more: tuple[tuple[str, int], ...] = ()
+    """The other brokers after (host, port), in the order given."""
+
+    @property
+    def nodes(self) -> list[tuple[str, int]]:
+        """Every broker address, in the order given."""
+        return [(self.host, self.port), *self.more]
 
     @property
     def display(self) -> str:
         """The target without its password (safe to log)."""
         scheme = "amqps" if self.tls else "amqp"
         vhost = self.vhost.replace("%", "%25").replace("/", "%2F")
-        return f"{scheme}://{self.user}@{self.host}:{self.port}/{vhost}/{self.exchange}"
+        hosts = ",".join(node_name(host, port) for host, port in self.nodes)
+        return f"{scheme}://{self.user}@{hosts}/{vhost}/{self.exchange}"
+
+
+def node_name(host: str, port: int) -> str:
+    """`host:port` (`[v6]:port`) of one broker."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _split_hosts(url: str, netloc: str, default_port: int) -> list[tuple[str, int]]:
+    """`h1[:p1],h2[:p2],[::1]:p3` -> [(host, port), ...] (the part of the netloc after any `user:pass@`)."""
+    hosts: list[tuple[str, int]] = []
+    for item in netloc.rpartition("@")[2].split(","):
+        item = item.strip()
+        if item.startswith("["):
+            host, _, rest = item[1:].partition("]")
+            port_text = rest[1:] if rest.startswith(":") else rest
+        else:
+            host, _, port_text = item.partition(":")
+        if not host:
+            raise AMQPURLError(f"{mask(url)}: no broker host" + (" in a comma-separated list" if hosts or
+                                                                 "," in netloc else ""))
+        if port_text and not (port_text.isdigit() and 0 < int(port_text) < 65536):
+            raise AMQPURLError(f"{mask(url)}: bad port {port_text!r} for broker {host}")
+        hosts.append((host.lower(), int(port_text) if port_text else default_port))
+    return hosts
 
 
 def parse_target(url: str, *, need_exchange: bool = True) -> AMQPTarget:
-    """Split `amqp[s]://[user:pass@]host[:port]/[vhost/]exchange` (vhost URL-encoded)."""
+    """Split `amqp[s]://[user:pass@]host[:port][,host[:port]...]/[vhost/]exchange` (vhost URL-encoded)."""
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     if scheme not in ("amqp", "amqps"):
         raise AMQPURLError(f"not an AMQP URL: {mask(url)}")
-    if not parts.hostname:
-        raise AMQPURLError(f"{mask(url)}: no broker host")
+    hosts = _split_hosts(url, parts.netloc, 5671 if scheme == "amqps" else 5672)
     segments = parts.path.split("/")[1:] if parts.path else []
     if segments and segments[-1] == "" and len(segments) > 1:
         segments = segments[:-1]
@@ -85,15 +127,13 @@ def parse_target(url: str, *, need_exchange: bool = True) -> AMQPTarget:
         vhost, exchange = "/", ""
     if not exchange and need_exchange:
         raise AMQPURLError(f"{mask(url)}: no exchange (expected amqp://host/vhost/exchange)")
-    try:
-        port = parts.port or (5671 if scheme == "amqps" else 5672)
-    except ValueError:
-        raise AMQPURLError(f"{mask(url)}: bad port") from None
+    userinfo, at, _ = parts.netloc.rpartition("@")
+    user, colon, password = userinfo.partition(":")
     return AMQPTarget(
-        tls=scheme == "amqps", host=parts.hostname, port=port,
-        user=unquote(parts.username) if parts.username else "guest",
-        password=unquote(parts.password) if parts.password else "guest",
-        vhost=vhost or "/", exchange=exchange,
+        tls=scheme == "amqps", host=hosts[0][0], port=hosts[0][1],
+        user=unquote(user) if at and user else "guest",
+        password=unquote(password) if at and colon else "guest",
+        vhost=vhost or "/", exchange=exchange, more=tuple(hosts[1:]),
     )
 
 
@@ -109,6 +149,9 @@ def tls_context(options: dict[str, Any]) -> ssl.SSLContext:
 
 
 class _Connection(aio_pika.Connection):
+    node = ""
+    """`host:port` of the broker this connection is to."""
+
     """aio-pika's connection, closed when connecting fails: else the garbage collector finalises it later,
     possibly in a worker thread where it can only print `RuntimeWarning: coroutine 'Connection.close' was
     never awaited` over the user's terminal (seen while the broker is away)."""
@@ -121,24 +164,56 @@ class _Connection(aio_pika.Connection):
             raise
 
 
-async def connect(target: AMQPTarget, options: dict[str, Any], *,
-                  name: str = "streamer") -> aio_pika.abc.AbstractConnection:
-    """A plain (non-robust) aio-pika connection: reconnecting is the caller's job."""
+def failover_order(target: AMQPTarget, after: str | None = None) -> list[tuple[str, int]]:
+    """The brokers in the order to try: as given, or, after losing node `after`, from the one after it
+    (the lost one last)."""
+    nodes = target.nodes
+    names = [node_name(*node) for node in nodes]
+    if after in names:
+        start = names.index(after) + 1
+        return nodes[start:] + nodes[:start]
+    return nodes
+
+
+def node_of(connection: Any) -> str:
+    """`host:port` of the broker `connection` is to ('' if unknown)."""
+    return str(getattr(connection, "node", "") or "")
+
+
+async def connect(target: AMQPTarget, options: dict[str, Any], *, name: str = "streamer",
+                  after: str | None = None) -> aio_pika.abc.AbstractConnection:
+    """A plain (non-robust) aio-pika connection to the first broker that answers (`failover_order`):
+    reconnecting is the caller's job. BrokerUnavailable when none does (permanent if one refused for good:
+    a wrong password or vhost is wrong on every node of a cluster)."""
     timeout = float(options.get("connect_timeout", CONNECT_TIMEOUT))
     kwargs: dict[str, Any] = dict(
-        host=target.host, port=target.port, login=target.user, password=target.password,
-        virtualhost=target.vhost, timeout=timeout, heartbeat=int(options.get("heartbeat", 60)),
-        client_properties={"connection_name": name},
+        login=target.user, password=target.password, virtualhost=target.vhost, timeout=timeout,
+        heartbeat=int(options.get("heartbeat", 60)), client_properties={"connection_name": name},
     )
     if target.tls:
         kwargs.update(ssl=True, ssl_context=tls_context(options))
-    try:
-        return await asyncio.wait_for(aio_pika.connect(**kwargs, connection_class=_Connection), timeout + 1)
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:  # refused, DNS, TLS, timeout: "not now"; auth, vhost: permanent
-        reason, permanent = classify(exc, target)
-        raise BrokerUnavailable(f"cannot connect to {target.display}: {reason}", permanent=permanent) from None
+    failures: list[str] = []
+    for host, port in failover_order(target, after):
+        node = node_name(host, port)
+        try:
+            connection = await asyncio.wait_for(
+                aio_pika.connect(host=host, port=port, **kwargs, connection_class=_Connection), timeout + 1)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # refused, DNS, TLS, timeout: "not now"; auth, vhost: permanent
+            reason, permanent = classify(exc, target)
+            if permanent:
+                where = f" ({node})" if target.more else ""
+                raise BrokerUnavailable(f"cannot connect to {target.display}{where}: {reason}",
+                                        permanent=True) from None
+            failures.append(f"{node}: {reason}" if len(target.more) else reason)
+            continue
+        if isinstance(connection, _Connection):
+            connection.node = node
+        if target.more:
+            log.info("%s: connected to %s", name, node)
+        return connection
+    raise BrokerUnavailable(f"cannot connect to {target.display}: {'; '.join(failures)}")
 
 
 def closed_future(connection: aio_pika.abc.AbstractConnection) -> asyncio.Future[None]:

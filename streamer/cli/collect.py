@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from streamer.config.settings import ConfigError
+from streamer.config.statedir import destinations_of, user_state_dir
 from streamer.endpoints import endpoint_class
 from streamer.endpoints.options import declared
 from streamer.util.urls import EndpointURL, mask, with_password
@@ -29,7 +30,8 @@ async def run_collector(args: argparse.Namespace, settings: Any) -> int:
         if (any(o.name == "wait_parents" for o in declared(endpoint_class(url.scheme)))
                 and "wait_parents" not in url.options and "wait_parents" not in spec.options):
             spec.options["wait_parents"] = WAIT_PARENTS
-    source = QueueSource(with_password(EndpointURL.parse(args.files[0])).raw)
+    source = QueueSource(with_password(EndpointURL.parse(args.files[0])).raw,
+                         destinations=destinations_of(settings.endpoints), state_dir=user_state_dir())
     result = await run_pipeline(source, settings.endpoints, on_error=settings.on_error,
                                 progress=None if not args.quiet else False, label="events",
                                 metrics=getattr(args, "metrics", None))

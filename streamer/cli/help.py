@@ -29,12 +29,15 @@ URL options (?name=value&..., or keys of an [[endpoint]] table in --config):
                    routing_key=event|underscore  mandatory=true  heartbeat=60  connect_timeout=10
                    confirm_timeout=30  retry_max=30  drain_timeout=300  window=2000
                    spool=DIR|off  spool_size=1G  cafile=  certfile=  keyfile=  verify=true
-  postgresql       retry_for=300  replay=true|false  upgrade_schema=true  wait_parents=SECONDS
+  postgresql       retry_for=300  connect_for=30  replay=true|false  upgrade_schema=true
+                   wait_parents=SECONDS
   sqlite           busy_timeout=SECONDS  synchronous=off|normal|full  replay=true|false
-  mysql, mariadb   retry_for=300  replay=true|false  upgrade_schema=true
+  mysql, mariadb   retry_for=300  connect_for=30  replay=true|false  upgrade_schema=true
   spooling         (postgresql, mysql, file) spool=DIR: batches the server cannot take for
                    spool_grace=5 seconds wait in DIR (fsync'd, spool_size=1G) and are replayed
                    in order once it is back, first thing in the next run; drain_timeout=300
+                   (by default a server never reached, or away at Ctrl-C/SIGTERM, is not
+                   waited for: the spool stays for the next run; given, it is waited for)
 """
 
 FILTERS = """\
@@ -96,6 +99,7 @@ offset the workflow recorded (braindump.yml's timestamp).
     "demo": """\
 example:
   streamer demo --out /tmp/streamer-demo   # a small workflow with a retry, a held job and a sub-workflow
+  streamer demo --live --out /tmp/live      # a workflow that grows for 60 s: try follow, tail, status --watch
 
 """ + help_block("demo"),
 }

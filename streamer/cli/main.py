@@ -7,7 +7,7 @@ import logging
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from streamer import __version__
 from streamer.config.settings import ConfigError, EndpointSpec, Settings, from_properties, load_toml, normalise_url
@@ -68,6 +68,15 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         super().__init__(prog, max_help_position=34)
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's parser whose usage errors echo the arguments with passwords masked (`invalid choice:
+    'amqp://u:***@h/x'` for a URL given to the wrong option); the subcommands' parsers are of this class."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: error: {mask(message)}\n")
+
+
 class _Once(argparse.Action):
     """An option that may be given once: a second `--events` would silently replace the first."""
 
@@ -118,8 +127,7 @@ def _endpoint_options(parser: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     main_epilog = EPILOG + "\n" + option_help() + "\n"  # every URL option, from the endpoints' declarations
-    parser = argparse.ArgumentParser(prog="streamer", description=DESCRIPTION, epilog=main_epilog,
-                                     formatter_class=HelpFormatter)
+    parser = Parser(prog="streamer", description=DESCRIPTION, epilog=main_epilog, formatter_class=HelpFormatter)
     parser.add_argument("--version", action="version", version=f"streamer {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -197,6 +205,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_status_command(commands, HelpFormatter, _common)
 
+    from streamer.cli.topology import add_topology_command
+
+    add_topology_command(commands, HelpFormatter)
+
     from streamer.cli.serve import add_serve_command
 
     add_serve_command(commands, HelpFormatter, _common, _endpoint_options)
@@ -205,10 +217,15 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("monitord", add_help=False, help="run as pegasus-monitord (same options, properties, files)")
     commands.add_parser("install-monitord", add_help=False,
                         help="write a pegasus-monitord launcher into $PEGASUS_HOME/bin that starts streamer")
-    demo = commands.add_parser("demo", help="replay the bundled example workflow (no servers needed)",
+    demo = commands.add_parser("demo", help="replay the bundled example workflow, or grow one live (--live)",
                                epilog=epilog("demo"), formatter_class=HelpFormatter)
     demo.add_argument("--out", metavar="DIR", default="streamer-demo",
                       help="where to put the example workflow and its outputs (default: ./streamer-demo)")
+    demo.add_argument("--live", action="store_true",
+                      help="instead: write a workflow whose dagman.out grows for --duration seconds, and print "
+                           "the commands to try on it (follow, tail, status --watch, serve)")
+    demo.add_argument("--duration", type=float, default=60.0, metavar="SECONDS",
+                      help="--live: how long the workflow runs (default: 60)")
     _common(demo)
     return parser
 
@@ -260,7 +277,6 @@ def collect_endpoints(args: argparse.Namespace, defaults: list[str] | None = Non
 async def cmd_load(args: argparse.Namespace) -> int:
     from streamer.run.pipeline import print_summary, run_pipeline
     from streamer.sources.provenance import open_source
-    from streamer.sources.sniff import NotEventFile, check_event_file
 
     settings = collect_endpoints(args)
     if not settings.endpoints:
@@ -281,11 +297,7 @@ async def cmd_load(args: argparse.Namespace) -> int:
         if path.is_dir():
             raise ConfigError(f"{name}: is a directory, not an event file "
                               f"(for a submit dir use: streamer replay {name})")
-        _check_input(path, args.follow)
-        try:
-            check_event_file(path)
-        except NotEventFile as exc:
-            raise ConfigError(str(exc)) from None
+        _check_input(path, args.follow, command="load")
     inputs = _distinct_inputs(args.files)
     source = open_source(inputs, follow=args.follow, checkpoint=args.checkpoint or settings.checkpoint,
                          strict=args.strict, report=_report)
@@ -298,16 +310,23 @@ async def cmd_load(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
-def _check_input(path: Path, follow: bool) -> None:
-    """Usage error for an input that can never be read (a missing one only when not following)."""
+def _check_input(path: Path, follow: bool, *, command: str) -> None:
+    """Usage error for an input that can never be read (a missing one only when not following), or that is no
+    event file at all (a dagman.out, a Stampede DB: the message names what reads it)."""
     from streamer.sources.follow import FollowError, check_readable
+    from streamer.sources.sniff import NotEventFile, check_event_file
 
     try:
         check_readable(path)
     except FileNotFoundError as exc:
         if not follow:
             raise ConfigError(str(exc)) from None
+        return
     except FollowError as exc:
+        raise ConfigError(str(exc)) from None
+    try:
+        check_event_file(path, command)
+    except NotEventFile as exc:
         raise ConfigError(str(exc)) from None
 
 
@@ -380,7 +399,7 @@ async def cmd_tail(args: argparse.Namespace) -> int:
         from streamer.sources.provenance import ProvenanceSource, end_position, open_source
 
         path = Path(args.source)
-        _check_input(path, not args.no_follow)
+        _check_input(path, not args.no_follow, command="tail")
         files = open_source([path], follow=not args.no_follow, report=_report)
         if not args.from_start and not args.no_follow:
             start = _tail_start(path)
@@ -410,7 +429,7 @@ async def cmd_monitor(args: argparse.Namespace, *, follow: bool) -> int:
                                   collect_endpoints=collect_endpoints, report=_report)
     if not path.exists():
         raise ConfigError(f"{args.path}: no such submit directory, dagman.out or jobstate.log file")
-    tz = _workflow_zone(args, path)
+    tz = _workflow_zone(args, path, load_toml(args.config).timezone if args.config else None)
     source = WorkflowSource(path, follow=follow, recursive=not args.no_recursive, timezone=tz,
                             keep_alive=getattr(args, "keep_alive", False), write_jobstate=not args.no_jobstate,
                             state_path=Path(args.state) if args.state else None, parser=args.parser,
@@ -421,12 +440,14 @@ async def cmd_monitor(args: argparse.Namespace, *, follow: bool) -> int:
     if not args.state and not here:
         source.state_path = replay_state_path(source.submit_dir)
     refuse_read_only(source, settings.endpoints, state_given=bool(args.state))
-    defaults = {"replay": not args.append and not follow and not source.will_resume()}
+    resuming = source.will_resume()  # reads the state: its notes (resuming from where, or why not) are said now
+    defaults = {"replay": not args.append and not follow and not resuming}
     for note in source.notes:
         _report(note)
     if not args.dest and not args.config and not args.conf and not args.quiet:
         sys.stderr.write(f"streamer: no --dest: writing {mask(settings.endpoints[0].url)} and jobstate.log\n")
-    elif not args.quiet and not source.plain and not any(s.url == source.default_db_url() for s in settings.endpoints):
+    db_written = any(s.url == source.default_db_url() for s in settings.endpoints)
+    if (args.dest or args.config or args.conf) and not args.quiet and not source.plain and not db_written:
         sys.stderr.write(f"streamer: note: {source.default_db_url().rsplit('/', 1)[-1]} is not written (endpoints "
                          f"given), so pegasus-analyzer and pegasus-statistics cannot read this run; add "
                          f"--dest {source.default_db_url()} to keep monitord's database\n")
@@ -434,6 +455,8 @@ async def cmd_monitor(args: argparse.Namespace, *, follow: bool) -> int:
     if here and not source.plain:  # Pegasus's tools read these; a plain DAG's directory is left as DAGMan made it
         markers.write_started(Path(source.submit_dir), started)
     view = RunView(follow=follow, keep_alive=getattr(args, "keep_alive", False))
+    if resuming and not args.quiet:
+        await _prime(view, source)
     meter = ProgressLine(view, sys.stderr, enabled=not args.quiet and sys.stderr.isatty())
     try:
         result = await run_pipeline(source, settings.endpoints, on_error=settings.on_error, defaults=defaults,
@@ -446,27 +469,38 @@ async def cmd_monitor(args: argparse.Namespace, *, follow: bool) -> int:
     if not args.quiet:
         print_summary(result, sys.stderr)
         if not source.plain:
-            print_end_summary(view, source.submit_dir, sys.stderr)
+            print_end_summary(view, source.submit_dir, sys.stderr, tools=db_written)
     return result.exit_code
 
 
-def _workflow_zone(args: argparse.Namespace, path: Path) -> str | None:
-    """--timezone checked (a usage error names it), else the offset braindump.yml records; said on stderr."""
+async def _prime(view: Any, source: Any) -> None:
+    """The progress line and end summary of a resumed run start from what came before its position."""
+    import asyncio
+    import logging
+
+    try:
+        await asyncio.to_thread(view.prime, source.history())
+    except Exception as exc:  # noqa: BLE001 - only the counts on screen depend on it, never the events
+        logging.getLogger("streamer").warning("%s: the jobs before the resumed position are not counted on screen "
+                                              "(%s)", source.dagman_out, exc)
+
+
+def _workflow_zone(args: argparse.Namespace, path: Path, configured: str | None = None) -> str | None:
+    """--timezone (else `timezone` of --config) checked, a usage error naming it; the zone `zones.for_workflow`
+    gives, said on stderr."""
     from streamer.monitor import zones
 
-    if args.timezone:
-        zones.parse_zone(args.timezone)
-        return args.timezone
-    directory = path if path.is_dir() else path.parent
-    recorded = zones.recorded_offset(directory)
-    if not args.quiet:
-        where = (f"{zones.describe(recorded)}, the offset braindump.yml records" if recorded
-                 else "the local zone (no braindump.yml timestamp)")
-        sys.stderr.write(f"streamer: DAGMan times read in {where}; --timezone to change\n")
-    return recorded
+    zone = zones.for_workflow(path if path.is_dir() else path.parent, args.timezone or configured)
+    if not args.quiet and not (args.timezone or configured):
+        sys.stderr.write(f"streamer: DAGMan times read in {zone.why}; --timezone to change\n")
+    return zone.name
 
 
 async def cmd_demo(args: argparse.Namespace) -> int:
+    if args.live:
+        from streamer.cli.demolive import run_live_demo
+
+        return await run_live_demo(Path(args.out), duration=args.duration, quiet=args.quiet)
     from streamer.cli.demo import run_demo
 
     return await run_demo(Path(args.out), quiet=args.quiet)
@@ -489,6 +523,10 @@ async def dispatch(args: argparse.Namespace) -> int:
         from streamer.status.command import run_status
 
         return await run_status(args)
+    if args.command == "topology":
+        from streamer.cli.topology import run_topology
+
+        return await run_topology(args)
     raise ConfigError(f"unknown command {args.command}")
 
 

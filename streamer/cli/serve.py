@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from typing import Any, Callable
 
@@ -42,7 +43,9 @@ def add_serve_command(commands: Any, formatter: type, common: Callable[[Any], No
                      help="the list of followed workflows and the lock (default $STREAMER_STATE_DIR/serve)")
     cmd.add_argument("--no-jobstate", action="store_true", help="do not write jobstate.log")
     cmd.add_argument("--no-recursive", action="store_true", help="do not follow sub-workflows")
-    cmd.add_argument("--timezone", metavar="TZ", help="zone of DAGMan's zone-less times (default: local)")
+    cmd.add_argument("--timezone", metavar="TZ",
+                     help="zone of DAGMan's zone-less times: an IANA name, UTC or an offset (-08:00); "
+                          "default: each workflow's braindump.yml offset (as replay and follow)")
     cmd.add_argument("--parser", choices=("thread", "process", "auto"),
                      help="where each workflow's parsing runs (default: worker threads of this process)")
     common(cmd)
@@ -53,6 +56,8 @@ async def run_serve_command(args: argparse.Namespace, collect_endpoints: Callabl
     from streamer.serve.supervisor import describe, run_serve
 
     config = load_serve_config(args, collect_endpoints)
+    if not args.quiet and not args.verbose:  # which workflow it starts and finishes following: said by default
+        logging.getLogger("streamer.serve").setLevel(logging.INFO)
     if not args.quiet:
         for line in describe(config):
             sys.stderr.write(f"streamer serve: {line}\n")

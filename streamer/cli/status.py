@@ -68,6 +68,7 @@ def add_status_command(commands: Any, formatter: type[argparse.HelpFormatter],
                           "once its workflows ended (default: 3)")
     cmd.add_argument("--queue", metavar="NAME", help="AMQP: read this existing queue instead of a private one")
     cmd.add_argument("--timezone", metavar="TZ",
-                     help="submit dirs: zone of DAGMan's zone-less times in job details (default: local)")
+                     help="submit dirs: zone of DAGMan's zone-less times in job details (default: the offset "
+                          "braindump.yml records, as replay and follow; times are shown in the local zone, TZ)")
     common(cmd)
     return cmd

@@ -58,6 +58,8 @@ class Settings:
     on_error: str = "stop"
     checkpoint: str | None = None
     encoding: str | None = None
+    timezone: str | None = None
+    """The zone of DAGMan's zone-less times (replay, follow; `monitor/zones.py`), None: the workflow's rule."""
 
 
 def normalise_url(text: str) -> str:
@@ -79,10 +81,12 @@ def load_toml(path: str | Path) -> Settings:
         raise ConfigError(f"{path}: cannot read: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: {exc}") from None
-    unknown = sorted(set(data) - {"on_error", "checkpoint", "endpoint", "serve"})  # [serve]: streamer serve's
+    unknown = sorted(set(data) - {"on_error", "checkpoint", "timezone", "endpoint", "serve"})  # [serve]: serve's
     if unknown:
-        raise ConfigError(f"{path}: unknown key {unknown[0]!r} (known: on_error, checkpoint, [[endpoint]], [serve])")
-    settings = Settings(on_error=str(data.get("on_error", "stop")), checkpoint=data.get("checkpoint"))
+        raise ConfigError(f"{path}: unknown key {unknown[0]!r} (known: on_error, checkpoint, timezone, [[endpoint]], "
+                          "[serve])")
+    settings = Settings(on_error=str(data.get("on_error", "stop")), checkpoint=data.get("checkpoint"),
+                        timezone=_zone_text(data.get("timezone")))
     tables = data.get("endpoint", [])
     if not isinstance(tables, list):
         raise ConfigError(f"{path}: [[endpoint]] must be an array of tables")
@@ -101,6 +105,11 @@ def load_toml(path: str | Path) -> Settings:
     if settings.on_error not in ("stop", "isolate"):
         raise ConfigError(f"{path}: on_error must be 'stop' or 'isolate', not {settings.on_error!r}")
     return settings
+
+
+def _zone_text(value: Any) -> str | None:
+    """`timezone = "America/Los_Angeles"` (checked where it is used: `monitor/zones.py`)."""
+    return None if value is None else str(value)
 
 
 def _check_keys(path: str | Path, index: int, url: str, options: dict[str, Any]) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from streamer.util.urls import mask
+from streamer.util import safenames
 
 
 def user_state_dir() -> Path:
@@ -22,7 +23,7 @@ def replay_state_path(submit_dir: str | Path) -> Path:
     """A stable state file per submit directory under the user's state dir (created on demand)."""
     directory = Path(submit_dir).resolve()
     digest = hashlib.sha256(str(directory).encode()).hexdigest()[:12]
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in directory.name)[:40]
+    safe = safenames.portable(directory.name)
     path = user_state_dir() / "replay" / f"{safe}-{digest}.state.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     return path

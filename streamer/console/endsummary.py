@@ -33,7 +33,9 @@ def pegasus_tool(name: str) -> str:
     return name
 
 
-def summary_text(view: RunView, submit_dir: str | Path) -> Text:
+def summary_text(view: RunView, submit_dir: str | Path, *, tools: bool = True) -> Text:
+    """The summary; `tools`: the Stampede DB Pegasus's tools read is written, so name the one to run next (else
+    they cannot read this run, as the note at the start said, and none is suggested)."""
     from rich.text import Text
 
     out = Text()
@@ -75,6 +77,8 @@ def summary_text(view: RunView, submit_dir: str | Path) -> Text:
             out.append("\n")
         if len(failures) > MAX_SHOWN:
             out.append(f"  ... and {len(failures) - MAX_SHOWN} more\n")
+    if not tools:
+        return out
     if any(root.state == FAILURE for root in roots) or failures:
         out.append(f"why: {pegasus_tool('pegasus-analyzer')} {shlex.quote(str(submit_dir))}\n")
     elif all(root.state == SUCCESS for root in roots):
@@ -82,8 +86,8 @@ def summary_text(view: RunView, submit_dir: str | Path) -> Text:
     return out
 
 
-def print_end_summary(view: RunView, submit_dir: str | Path, stream: TextIO) -> None:
+def print_end_summary(view: RunView, submit_dir: str | Path, stream: TextIO, *, tools: bool = True) -> None:
     from rich.console import Console
 
     console = Console(file=stream, highlight=False, soft_wrap=True)
-    console.print(summary_text(view, submit_dir), end="")
+    console.print(summary_text(view, submit_dir, tools=tools), end="")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, Iterable, TextIO
 
 from streamer.console.rate import WINDOW, RateWindow
 from streamer.sources.base import Batch
@@ -56,6 +56,12 @@ class RunView:
 
     def watch(self, batch: Batch) -> None:
         self.tracker.feed(batch.events)
+
+    def prime(self, history: Iterable[list[Any]]) -> None:
+        """A resumed run: the workflow's events before its position first, so the line and the end summary
+        describe the workflow (jobs, failures, label, state), not only what this process reads."""
+        for events in history:
+            self.tracker.feed(events)
 
     def count(self, events: int) -> None:
         now = time.monotonic()

@@ -4,7 +4,8 @@
 - a comma-separated list is OR-ed; `!pattern` excludes (exclusions win);
 - a list of only exclusions means "everything but those";
 - blanks around items are ignored; an empty filter matches nothing.
-Decisions are cached per event name: there are only a few dozen names.
+Decisions are cached per event name: there are only a few dozen names (a bounded cache: an input
+of a million names does not grow it without end).
 """
 
 from __future__ import annotations
@@ -15,24 +16,51 @@ from typing import Iterable
 __all__ = ["EventFilter", "FilterError", "unmatched"]
 
 
+CACHE_MAX = 4096
+"""Decisions kept at most (Stampede has about forty event names; names from input may be anything)."""
+
+
 class FilterError(ValueError):
     """A filter pattern that cannot be used."""
 
 
-def _compile(pattern: str) -> re.Pattern[str]:
+class _Glob:
+    """One glob, matched without backtracking: the literal pieces between `*`s (`?` is any one character)
+    are found left to right, each at its leftmost place, which is exact for globs; a name costs time linear
+    in its length (times the pattern's), whatever it holds. (As a regex, `*a*b` against a long name of
+    `a`s takes quadratic time, and every further `*` multiplies by the length again.)"""
+
+    def __init__(self, pattern: str) -> None:
+        pieces = [re.compile("".join("." if c == "?" else re.escape(c) for c in piece), re.DOTALL)
+                  for piece in pattern.split("*")]
+        self.exact = pieces[0] if len(pieces) == 1 else None
+        self.first, self.middle, self.last = pieces[0], [p for p in pieces[1:-1] if p.pattern], pieces[-1]
+        self.sizes = (len(pattern.split("*")[0]), len(pattern.split("*")[-1]))
+        self.pattern = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern) + r"\Z"
+        """The same glob as a regular expression (what it means; `matches_all` reads it)."""
+
+    def match(self, name: str) -> bool:
+        if self.exact is not None:
+            return self.exact.fullmatch(name) is not None
+        head, tail = self.sizes
+        end = len(name) - tail
+        if end < head or not self.first.match(name) or not self.last.fullmatch(name, end):
+            return False
+        at = head
+        for piece in self.middle:
+            found = piece.search(name, at, end)
+            if found is None:
+                return False
+            at = found.end()
+        return True
+
+
+def _compile(pattern: str) -> _Glob:
     if not pattern:
         raise FilterError("empty pattern")
     if any(c.isspace() for c in pattern):
         raise FilterError(f"blank inside pattern {pattern!r}")
-    parts = []
-    for char in pattern:
-        if char == "*":
-            parts.append(".*")
-        elif char == "?":
-            parts.append(".")
-        else:
-            parts.append(re.escape(char))
-    return re.compile("".join(parts) + r"\Z")
+    return _Glob(pattern)
 
 
 class EventFilter:
@@ -58,6 +86,8 @@ class EventFilter:
             decision = any(p.match(name) for p in self._include) and not any(
                 p.match(name) for p in self._exclude
             )
+            if len(self._cache) >= CACHE_MAX:
+                self._cache.clear()
             self._cache[name] = decision
         return decision
 

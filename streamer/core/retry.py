@@ -59,6 +59,8 @@ class RetryStats:
 class RetryPolicy:
     retry_for: float = 300.0
     """Seconds a fault may persist before the loop gives up."""
+    setting: str = "retry_for"
+    """The option that set `retry_for`, named when the loop gives up (`connect_for` for a first connection)."""
     first_delay: float = 0.02
     max_delay: float = 5.0
     quiet_for: float = 5.0
@@ -105,7 +107,7 @@ class Attempts:
         if elapsed >= policy.retry_for:
             raise out.exhausted(
                 exc.kind, f"{self.name}: {self.what} failed: {exc.kind} persisted for {elapsed:.0f} s over "
-                f"{self.tries} attempts (retry_for={policy.retry_for:g}): {detail}") from None
+                f"{self.tries} attempts ({policy.setting}={policy.retry_for:g}): {detail}") from None
         if elapsed >= policy.quiet_for and not self.reported:
             out.logger.warning("%s: %s still failing after %.0f s (%s: %s); retrying for up to %.0f s more",
                                self.name, self.what, elapsed, exc.kind, detail, policy.retry_for - elapsed)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import abc
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Sequence, TypeVar
 
@@ -29,6 +30,27 @@ ENCODE_ERRORS = (ValueError, OverflowError, TypeError, OSError)
 
 class EndpointError(RuntimeError):
     """A failure of an endpoint, with a message fit for the user (no secrets)."""
+
+
+@dataclass
+class Pending:
+    """What an endpoint took from the bus but its server has not acknowledged yet, and what it cost: read by
+    the metrics (`streamer/run/metrics.py`), so that a spooled event is not counted as delivered."""
+
+    spooled: int = 0
+    """Events in its spool now (the server away)."""
+    spooled_total: int = 0
+    """Events this process appended to the spool (the bus counted them as delivered)."""
+    drained: int = 0
+    """Events replayed from the spool and acknowledged by the server."""
+    since: float | None = None
+    """`time.monotonic()` since when events have waited in the spool (None: it is empty)."""
+    held: int = 0
+    """Events held for another writer's rows (a database's `wait_parents`)."""
+    failures: int = 0
+    """Connections lost or refused, replays that failed (errors)."""
+    owner: int = 0
+    """`id` of the object that counts (an endpoint shared by several buses is counted once)."""
 
 
 class Endpoint(abc.ABC):
@@ -91,6 +113,10 @@ class Endpoint(abc.ABC):
         another writer's parent rows): the bus then acknowledges nothing from that write on."""
         return False
 
+    def pending(self) -> Pending:
+        """What it holds unacknowledged (`Pending`); nothing unless a layer or the endpoint says otherwise."""
+        return Pending(owner=id(self))
+
     def health(self) -> str | None:
         """None while the endpoint can deliver, else a reason (its broker or server is unreachable):
         `/healthz` answers 503 with it (`streamer/run/metrics.py`)."""
@@ -100,10 +126,21 @@ class Endpoint(abc.ABC):
         """Where the spooling layer spools when `?spool=` is not given (None: no spool unless asked)."""
         return None
 
+    def leftover_spools(self) -> list[Path]:
+        """Spools earlier runs left for this destination elsewhere than `default_spool` (another address of
+        the same broker's exchange): the spooling layer delivers them first."""
+        return []
+
     def give_up_after(self, seconds: float) -> None:
         """Raise `resilience.Unavailable` once a retriable fault has lasted `seconds` (instead of retrying for
         `retry_for`): the spooling layer (`spooling.py`) calls it, and spools what the endpoint cannot take.
         An endpoint that does not retry has nothing to shorten."""
+
+    def undelivered(self) -> list[tuple[int, str]]:
+        """(count, what became of them) for events written here that did not arrive where the URL says: the
+        end summary subtracts them from the events delivered and names them (`pipeline.print_summary`), so
+        `5 -> amqp://… ok` never stands for five events the broker dropped."""
+        return [(self.unencodable, "skipped (cannot be encoded)")] if self.unencodable else []
 
     async def flush(self) -> None:
         """Make everything written so far durable (e.g. fsync). Called at checkpoints and exit."""

@@ -112,6 +112,9 @@ TERMINAL = (
 )
 
 _RETRY = Option("retry_for", parse_duration, 300.0, "seconds a transient fault may last before the endpoint fails")
+_CONNECT = Option("connect_for", parse_duration, 30.0,
+                  "seconds to keep trying a server not reached yet (a wrong host or port fails after this long; "
+                  "once connected, faults are retried for retry_for)")
 
 _WAIT_PARENTS = Option("wait_parents", parse_duration, 0.0,
                        "seconds an event may wait for its workflow/job to be loaded by another writer "
@@ -121,14 +124,15 @@ SPOOL = (
                                       "spool_grace) wait there, fsync'd, and are replayed in order (spooling.py)"),
     Option("spool_size", parse_size, 1 << 30, "spool bound (512M, 2G)"),
     Option("spool_grace", parse_duration, 5.0, "seconds a retriable fault may last before batches go to the spool"),
-    Option("drain_timeout", parse_duration, 300.0, "seconds to wait at exit for the spool to drain"),
+    Option("drain_timeout", parse_duration, 300.0, "seconds to wait at exit for the spool to drain (unset: not for a "
+                                                   "server never reached, nor one away at a signal)"),
 )
 """The spooling layer's options (`spooling.py`), for the endpoints that take it."""
 
 FILE = (*_FILE, *SPOOL)
-_POSTGRES = (_RETRY, _WAIT_PARENTS)
+_POSTGRES = (_RETRY, _CONNECT, _WAIT_PARENTS)
 POSTGRES = (*_POSTGRES, *SPOOL)
-MYSQL = (_RETRY, *SPOOL)
+MYSQL = (_RETRY, _CONNECT, *SPOOL)
 SQLITE = (
     _RETRY,
     Option("busy_timeout", parse_duration, 30.0, "seconds to wait for another writer's lock"),
@@ -146,7 +150,8 @@ AMQP = (
     Option("heartbeat", parse_duration, 60.0, "AMQP heartbeat (seconds)"),
     Option("connect_timeout", parse_duration, 10.0, "seconds per connection attempt"),
     Option("confirm_timeout", parse_duration, 30.0, "seconds to wait for a batch's confirms"),
-    Option("drain_timeout", parse_duration, 300.0, "seconds to wait at exit for the spool to drain"),
+    Option("drain_timeout", parse_duration, 300.0, "seconds to wait at exit for the spool to drain (unset: not for a "
+                                                   "server never reached, nor one away at a signal)"),
     Option("retry_max", parse_duration, 30.0, "cap of the reconnect backoff (seconds)"),
     Option("window", parse_count, 2000, "messages per socket write"),
     Option("spool", parse_text, None, "spool directory, or off (default: one per destination)"),

@@ -1,7 +1,7 @@
 """Terminal endpoint: one readable line per event (`pretty`), or raw `bp` / `json`.
 
-`pretty` shows the time, the event name coloured by its outcome (see
-`streamer/events/outcome.py`: a failure red, a hold yellow, a success green,
+`pretty` shows the time (local, with its zone: `streamer/util/localtime.py`), the event name coloured by its
+outcome (see `streamer/events/outcome.py`: a failure red, a hold yellow, a success green,
 whatever monitord's `level=` says), the job and instance, then the remaining
 fields: compact by default (no paths, working dirs, argv, null values; job
 output decoded and cut to its first line), every field with `?fields=all` (`-v`).
@@ -11,10 +11,10 @@ Colour only on a TTY unless forced (`?color=always|never`).
 from __future__ import annotations
 
 import sys
-from datetime import datetime, timezone
 from typing import Any, Sequence, TextIO
 
 from streamer.events import Event, bp, chimbuko, chimbuko_forms, jsonenc
+from streamer.util.localtime import shown
 from streamer.util.urls import EndpointURL
 from streamer.core.options import OptionError
 from streamer.endpoints import options as option_specs
@@ -62,10 +62,6 @@ def _short(value: Any, whole: bool = False) -> str:
     return f'"{text}"' if (" " in text or not text) else text
 
 
-def _clock(ts: Any) -> str:
-    if not isinstance(ts, (int, float)):
-        return "--:--:--"
-    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def _fields_text(fields: dict, verbose: bool) -> str:
@@ -96,9 +92,9 @@ def pretty_line(event: Event, *, colour: bool, verbose: bool = False) -> str:
     rest = _fields_text(fields, verbose)
     name = event.name  # the full name, so a copied one works in --events
     if colour:
-        return (f"{_DIM}{_clock(fields.get('ts'))} {wf}{_RESET} {_colour_for(event)}{name:<33}{_RESET} "
+        return (f"{_DIM}{shown(fields.get('ts'))} {wf}{_RESET} {_colour_for(event)}{name:<33}{_RESET} "
                 f"{subject} {rest}").rstrip()
-    return f"{_clock(fields.get('ts'))} {wf} {name:<33} {subject} {rest}".rstrip()
+    return f"{shown(fields.get('ts'))} {wf} {name:<33} {subject} {rest}".rstrip()
 
 
 class TerminalEndpoint(Endpoint):

@@ -11,11 +11,11 @@ the records' schema, identity and checks are in `chimbuko.py`.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from streamer.util.localtime import shown
 from streamer.events.chimbuko import MODELS, NAMES, PREFIX, RECORD_KEYS, TEXT_FIELDS, RecordError, event_from_record
 
 if TYPE_CHECKING:
@@ -82,11 +82,7 @@ def from_bp_pairs(name: str, pairs: dict[str, str]) -> Event:
 def _time(micros: Any) -> str:
     if not isinstance(micros, (int, float)) or isinstance(micros, bool) or micros <= 0:
         return "--:--:--"
-    seconds = micros / 1_000_000 if micros > 1e11 else micros
-    try:
-        return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
-    except (OverflowError, OSError, ValueError):
-        return "--:--:--"
+    return shown(micros / 1_000_000 if micros > 1e11 else micros)
 
 
 def pretty(event: Event) -> str:

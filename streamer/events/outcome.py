@@ -11,7 +11,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from streamer.events import Event
-from streamer.events.tally.tracker import first_line
+from streamer.events.tally.excerpt import stderr_excerpt
 
 COMPACT_HIDDEN = frozenset((
     "work_dir", "stdin_file", "stdout.file", "stderr.file", "argv", "executable", "cwd", "submit_dir",
@@ -57,4 +57,4 @@ def output_text(key: str, value: Any, *, whole: bool) -> Any:
         return value
     if whole:
         return decode(value)
-    return first_line(value) or None
+    return stderr_excerpt(value) or None

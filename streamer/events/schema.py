@@ -253,6 +253,32 @@ INT_RANGES: Final[dict[tuple[str, str], tuple[int, int]]] = {
     ("job.info", "clustered"): (0, 1),
 }
 
+# Mandatory fields real streams leave out, accepted absent on input (`constraints.py`): monitord's own
+# tolerances, which its loader and tools live with. Everything else the schema marks mandatory is required.
+_NO_CONDOR_ID = ("sched.id",)  # a job never given a condor id (submit failure, PRE script failure): monitord omits it
+_NO_SUBMIT_FILE = ("stdout.file", "stderr.file")  # a DAG node without a Pegasus submit file (plain DAGMan)
+ABSENT_TOLERATED: Final[dict[str, tuple[str, ...]]] = {
+    # monitord's JSON (AMQP) form carries no ts on these
+    "static.start": ("ts",), "static.end": ("ts",), "rc.pfn": ("ts",),
+    # a plain DAGMan workflow has no planner: no dax, planner version or submit host
+    "wf.plan": ("submit.hostname", "dax.version", "dax.file", "planner.version"),
+    **{name: _NO_CONDOR_ID for name in ("job_inst.submit.start", "job_inst.submit.end", "job_inst.grid.submit.start",
+                                        "job_inst.grid.submit.end", "job_inst.globus.submit.start",
+                                        "job_inst.globus.submit.end", "job_inst.held.start", "job_inst.held.end",
+                                        "job_inst.main.term", "job_inst.post.start", "job_inst.post.term",
+                                        "job_inst.image.info", "job_inst.abort.info", "job_inst.remote_error")},
+    "job_inst.main.start": (*_NO_CONDOR_ID, *_NO_SUBMIT_FILE),
+    # Pegasus 3.1/4.0 streams (no exitcode, multiplier_factor yet), plain DAGMan (no submit file, no kickstart)
+    "job_inst.main.end": (*_NO_CONDOR_ID, *_NO_SUBMIT_FILE, "exitcode", "multiplier_factor"),
+    "job_inst.composite": (*_NO_CONDOR_ID, *_NO_SUBMIT_FILE, "exitcode", "multiplier_factor"),
+    "job_inst.pre.end": ("exitcode",),
+    "job_inst.post.end": (*_NO_CONDOR_ID, "exitcode"),
+}
+ALTERNATIVE_NAMES: Final[dict[tuple[str, str], str]] = {
+    ("job_inst.host.info", "job.id"): "exec_job.id",  # Pegasus 3.1/4.0 streams name the job exec_job.id
+}
+"""(event, mandatory field) -> another name that satisfies it."""
+
 # Kinds of fields seen outside any one event's table (e.g. legacy streams,
 # `maxrss` on events that do not list it): used when an event carries a field
 # its own table does not name.

@@ -20,6 +20,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from streamer.util import safenames
+
 JOBSTATE_LOG = "jobstate.log"
 
 
@@ -33,12 +35,14 @@ class EngineOptions:
     line_delay: float = 0
 
     def jobstate_path(self, run_dir: str, wf_uuid: str | None) -> str:
-        """Where the workflow in `run_dir` writes its jobstate.log (monitord's rule)."""
+        """Where the workflow in `run_dir` writes its jobstate.log (monitord's rule). The wf_uuid comes
+        from the braindump: one that would leave the output directory raises `safenames.UnsafeName`."""
         if self.output_dir is None:
             return os.path.join(run_dir, self.jobstate_name)
+        uuid = safenames.component(str(wf_uuid), "wf_uuid")
         directory = os.path.join(run_dir, self.output_dir)
         os.makedirs(directory, exist_ok=True)  # a sub-workflow's run dir has none yet
-        return os.path.join(directory, f"{wf_uuid}-{self.jobstate_name}")
+        return os.path.join(directory, f"{uuid}-{self.jobstate_name}")
 
 
 DEFAULT = EngineOptions()

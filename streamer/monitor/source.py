@@ -24,7 +24,7 @@ import json
 import logging
 import os
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Iterator
 
 import orjson
 
@@ -32,9 +32,10 @@ from streamer.util.atomic import write_atomically
 from streamer.monitor.submitdir import default_db_url
 from streamer.sources.base import Batch, Source
 from streamer.config.statedir import resume_refusal
+from streamer.monitor import zones
 from streamer.monitor.parsers import braindump, plaindag
 from streamer.monitor.engineopts import DEFAULT, EngineOptions
-from streamer.monitor.runner import SNAPSHOT_INTERVAL, ProcessRunner, Step, ThreadRunner, make_runner
+from streamer.monitor.runner import SNAPSHOT_INTERVAL, MonitorCore, ProcessRunner, Step, ThreadRunner, make_runner
 from streamer.monitor.tracker import READ_SIZE
 
 log = logging.getLogger("streamer.monitor")
@@ -44,6 +45,9 @@ MAX_BATCH = 5000
 """Events per batch at most: a step can yield 100k static events; endpoints get them in slices."""
 POLL_MIN = 0.05
 POLL_MAX = 1.0
+HEAD = 4096
+"""Bytes at the start of the root dagman.out whose digest a state records: DAGMan's first lines (times, its
+Condor id) tell one run from another run at the same path."""
 
 
 class WorkflowSource(Source):
@@ -65,9 +69,11 @@ class WorkflowSource(Source):
         self.engine = engine
         self.keep_alive = keep_alive
         self.recursive = recursive
-        self.timezone = timezone
         self.write_jobstate = write_jobstate
         self.dagman_out, self.submit_dir = _locate(Path(path))
+        self.zone = zones.for_workflow(self.submit_dir, timezone)
+        """The zone DAGMan's times are read in (`zones.for_workflow`: the same rule for every command)."""
+        self.timezone = self.zone.name
         params, self.plain = plaindag.load_params(self.submit_dir, self.dagman_out)
         if self.plain:  # DAGMan may write a jobstate.log of its own there (JOBSTATE_LOG): leave it alone
             self.write_jobstate = False
@@ -82,6 +88,7 @@ class WorkflowSource(Source):
         self.resumed = False
         self._loaded: dict[str, Any] | None | bool = False  # False: not read yet
         self._marks: dict[str, Any] = {}
+        self._head: dict[str, Any] | None = None  # the root dagman.out's identity, once HEAD bytes long
         self.resume = resume
         """False: start from the beginning whatever state an earlier run left (`streamer replay` without --resume)."""
         self.destinations = destinations
@@ -108,6 +115,10 @@ class WorkflowSource(Source):
             self._marks = marks if isinstance(marks, dict) else {}
             resume, note = resume_refusal(self.state_path, bound, resume=self.resume, destinations=self.destinations,
                                           started=not data.get("initial"))
+            other = _other_run(data.pop("origin", None), self.dagman_out) if resume else None
+            if other:
+                resume, note = False, (f"{self.state_path}: saved for another run of {self.dagman_out} ({other}); "
+                                       "starting from the beginning")
             if note:
                 self.notes.append(note)
             if not resume:
@@ -139,6 +150,31 @@ class WorkflowSource(Source):
         """A state file this source will resume from (so a replay must not start its outputs afresh)."""
         return self._load_state() is not None
 
+    def history(self) -> Iterator[list[Any]]:
+        """Resuming: the events of the workflow before the resumed position, read again and written nowhere
+        (blocking: run it in a thread). The progress line and the end summary describe the whole workflow
+        with them, not only this process's share of it."""
+        state = self._load_state()
+        if state is None:
+            return
+        limits = {str(item["dagman_out"]): int(item.get("offset") or 0) for item in state.get("workflows", ())
+                  if isinstance(item, dict) and item.get("dagman_out")}
+        core = MonitorCore(self.dagman_out, recursive=self.recursive, tz=self.timezone, write_jobstate=False,
+                           state=None, read_size=self.read_size, snapshot_interval=float("inf"), engine=self.engine)
+        core.tracker.limits, core.tracker.quiet = limits, True
+        try:
+            reached = -1
+            while True:
+                step = core.step(False)
+                if step.events:
+                    yield step.events
+                now = sum(entry.offset for entry in core.tracker.tracked)
+                if step.at_eof or (not step.events and now == reached):
+                    return
+                reached = now
+        finally:
+            core.close()
+
     def endpoint_marks(self) -> dict[str, Any]:
         self._load_state()
         return dict(self._marks)
@@ -165,6 +201,11 @@ class WorkflowSource(Source):
             position = {**position, "endpoints": endpoints}
         if self.destinations is not None:
             position = {**position, "destinations": self.destinations}
+        head = self._head if self._head is not None else _head_of(self.dagman_out)
+        if head is not None:
+            position = {**position, "origin": head}
+            if head["length"] >= HEAD:
+                self._head = head
         write_atomically(self.state_path, orjson.dumps(position))
 
     # ------------------------------------------------------------ batches
@@ -242,6 +283,31 @@ def _line_of(state: dict[str, Any], dagman_out: str) -> int:
     return 0
 
 
+def _head_of(dagman_out: str, length: int = HEAD) -> dict[str, Any] | None:
+    """{"length": n, "sha256": digest of the first n <= `length` bytes} of the file, None when it is not there."""
+    import hashlib
+
+    try:
+        with open(dagman_out, "rb") as handle:
+            head = handle.read(length)
+    except OSError:
+        return None
+    return {"length": len(head), "sha256": hashlib.sha256(head).hexdigest()}
+
+
+def _other_run(origin: Any, dagman_out: str) -> str | None:
+    """Why a state whose root dagman.out began as `origin` is not of this file's run; None when it is (or when
+    a state of an older streamer does not say)."""
+    if not isinstance(origin, dict) or not isinstance(origin.get("length"), int):
+        return None
+    now = _head_of(dagman_out, origin["length"])
+    if now is None:
+        return "the dagman.out it read is gone"
+    if now["length"] < origin["length"]:
+        return "the dagman.out is shorter than what was read of it: replaced or truncated"
+    return None if now == origin else "the dagman.out begins with other lines: replaced by a new run"
+
+
 def _fsync(path: Path) -> None:
     """fsync a file by name (done here, in the commit thread, rather than in the parsing step)."""
     try:
@@ -276,15 +342,17 @@ def _locate(path: Path) -> tuple[str, str]:
     """(dagman.out, submit dir) from a submit directory or a dagman.out path."""
     if path.is_dir():
         directory = path.resolve()
+        why = "no braindump"
         try:
             dag = braindump.load(directory).get("dag")
-        except braindump.BraindumpError:
-            dag = None
+        except braindump.BraindumpError as exc:
+            dag, why = None, str(exc)
         if dag:
             return str(directory / f"{dag}.dagman.out"), str(directory)
         found = sorted(glob.glob(str(directory / "*.dagman.out")))
         if not found:
-            raise FileNotFoundError(f"{path}: no braindump and no *.dagman.out")
+            raise FileNotFoundError(f"{path}: no *.dagman.out, and {why}" if why != "no braindump" else
+                                    f"{path}: no braindump and no *.dagman.out")
         return found[0], str(directory)
     path = path.resolve()
     return str(path), str(path.parent)

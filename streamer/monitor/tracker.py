@@ -65,6 +65,10 @@ class Tracker:
         self.recursive = recursive
         self.write_jobstate = write_jobstate
         self.warnings: list[str] = []
+        self.quiet = False
+        """Warnings are collected, not logged (a resumed run reading its workflow's past again)."""
+        self.limits: dict[str, int] | None = None
+        """dagman.out -> the offset not to read beyond (a file not named is not read); None: no limit."""
         self.dropped: dict[str, int] = {}
         """Inputs that gave fewer events than they should, by reason, since the last step taken."""
         self._kinds: dict[str, int] = {}
@@ -92,7 +96,8 @@ class Tracker:
             return
         if seen == SAME_WARNINGS:
             text += " (more like this are counted, not shown)"
-        log.warning("%s", text)
+        if not self.quiet:
+            log.warning("%s", text)
         self.warnings.append(text)
 
     def _said_suppressed(self) -> None:
@@ -140,6 +145,8 @@ class Tracker:
         while index < len(self.tracked):  # sub-workflows found on the way are read in this pass too
             entry = self.tracked[index]
             index += 1
+            if entry.broken:  # said once why it cannot go on (unreadable, a FIFO, cut short): never read again
+                continue
             engine = self._engine(entry)
             if engine is None:
                 entry.idle_polls += 1
@@ -152,8 +159,7 @@ class Tracker:
                 events.extend(engine.take())
                 continue
             events.extend(engine.take())
-            if not entry.broken:  # a log found unreadable (a device, a FIFO, cut short) is not read again
-                self._read(entry, engine, final, max_bytes, events)
+            self._read(entry, engine, final, max_bytes, events)
         return events
 
     def static_pending(self) -> bool:
@@ -161,11 +167,17 @@ class Tracker:
 
     def _read(self, entry: Tracked, engine: Workflow, final: bool, max_bytes: int,
               events: list[Any]) -> None:
+        if self.limits is not None:
+            max_bytes = min(max_bytes, self.limits.get(entry.dagman_out, 0) - entry.offset)
+            if max_bytes <= 0:
+                entry.eof = True
+                return
         try:
             with open_regular(entry.dagman_out) as handle:
                 size = os.fstat(handle.fileno()).st_size
                 if size < entry.offset:
-                    self._warn(f"{entry.dagman_out}: file shrank below offset {entry.offset}; stopped")
+                    self._warn(f"{entry.dagman_out}: file shrank below offset {entry.offset} (truncated or replaced); "
+                               "stopped following it")
                     entry.broken = entry.eof = True
                     return
                 if entry.skip_to is not None:

@@ -1,16 +1,27 @@
-"""The zone DAGMan's zone-less times are read in: parsed from the user's `--timezone`, or recorded by the workflow.
+"""The zone DAGMan's zone-less times are read in: one rule for every command that reads them.
 
-Accepted: an IANA name (`America/Los_Angeles`), `UTC` / `GMT` / `Z`, or a fixed
-offset east of UTC (`-08:00`, `-0800`, `+5`, `UTC-08:00` — ISO's sign, not
-POSIX's). Anything else is refused in one line. By default `streamer replay`
-reads the offset the planner recorded in `braindump.yml`'s `timestamp`
-(`20230304T010100-0800`): the zone of the machine that ran DAGMan, which the
-replaying machine's own zone need not be.
+`for_workflow(submit_dir, override)` is that rule (replay, follow, serve, the
+monitord drop-in, status and a plain DAG's dagman.out all go through
+`WorkflowSource`, which applies it):
+
+1. the user's zone (`--timezone`, or `timezone` in streamer.toml / [serve]);
+2. else the UTC offset the planner recorded in `braindump.yml`'s `timestamp`
+   (`20230304T010100-0800`): the zone of the machine that ran DAGMan, which the
+   reading machine's own zone need not be, so every machine and command reads
+   the same times and gives the same event ids;
+3. else (a plain DAG, no braindump timestamp) the machine's local zone.
+
+Accepted zones: an IANA name (`America/Los_Angeles`), `UTC` / `GMT` / `Z`, or a
+fixed offset east of UTC (`-08:00`, `-0800`, `+5`, `UTC-08:00` — ISO's sign, not
+POSIX's). Anything else is refused in one line. A recorded offset is fixed: a run
+that crosses a daylight-saving change has its times after the change read one
+hour off (give the IANA name to read them by the zone's rules).
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from datetime import timedelta, timezone, tzinfo
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -64,3 +75,24 @@ def describe(name: str) -> str:
     if name in ("+00:00", "-00:00"):
         return "UTC"
     return f"UTC{name}" if name[:1] in "+-" else name
+
+
+@dataclass(frozen=True)
+class Zone:
+    """The zone a workflow's DAGMan times are read in, and why."""
+
+    name: str | None
+    """What the DAGMan parser takes: a zone name or offset, None for the machine's local zone."""
+    why: str
+    """For the user: `UTC-08:00, the offset braindump.yml records`."""
+
+
+def for_workflow(submit_dir: str | Path, override: str | None = None) -> Zone:
+    """The one rule: `override` (checked: ZoneError), else braindump's recorded offset, else the local zone."""
+    if override:
+        parse_zone(override)
+        return Zone(override, f"{describe(override)} (--timezone)")
+    recorded = recorded_offset(submit_dir)
+    if recorded:
+        return Zone(recorded, f"{describe(recorded)}, the offset braindump.yml records")
+    return Zone(None, "the local zone (no braindump.yml timestamp)")

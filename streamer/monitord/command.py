@@ -50,6 +50,8 @@ class Plan:
     bindir: str | None = None
     no_events: bool = False
     store_stdout: bool = True
+    timezone: str | None = None
+    """`pegasus.monitord.timezone` (streamer's own property): the zone of DAGMan's times, else the rule's."""
 
 
 # ---------------------------------------------------------------- logging
@@ -118,6 +120,7 @@ def make_plan(argv: list[str], *, home: str | None = None) -> Plan | int:
         opts.recursive = False  # monitord: one absolute jobstate file cannot serve sub-workflows
         opts.ignored.append(f"-j/--job {opts.jsd} is an absolute filename: sub-workflows are not followed "
                             "(as monitord)")
+    plan.timezone = _timezone(plan)
     _endpoints(plan, params)
     _notifications(plan)
     if not plan.no_events:
@@ -155,6 +158,23 @@ def _lenient(plan: Plan, read: Any, default: Any) -> Any:
     except ConfigError as exc:
         plan.opts.ignored.append(f"{exc}; using the default")
         return default
+
+
+def _timezone(plan: Plan) -> str | None:
+    """`pegasus.monitord.timezone`, else None (`monitor/zones.py`: the offset braindump.yml records); a zone
+    that names none is logged and ignored (an unattended monitor does not die at start)."""
+    from ..monitor.zones import ZoneError, parse_zone
+
+    value = (plan.props.get("pegasus.monitord.timezone") or "").strip()
+    if not value:
+        return None
+    try:
+        parse_zone(value)
+    except ZoneError as exc:
+        plan.opts.ignored.append(f"pegasus.monitord.timezone: {exc}; reading DAGMan's times in the offset "
+                                 "braindump.yml records")
+        return None
+    return value
 
 
 def _notifications(plan: Plan) -> None:
@@ -269,7 +289,7 @@ async def run_plan(plan: Plan) -> int:
         out_dir.mkdir(parents=True, exist_ok=True)
     state_path = out_dir / "streamer.state.json" if opts.output_dir else None
     follow = not opts.replay
-    source = WorkflowSource(plan.dagman_out, follow=follow, recursive=opts.recursive,
+    source = WorkflowSource(plan.dagman_out, follow=follow, recursive=opts.recursive, timezone=plan.timezone,
                             state_path=state_path, engine=engine_options(plan))
     source.poll_max = 0.2
     extra: list[tuple[Endpoint, EndpointSpec]] = []

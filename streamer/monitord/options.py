@@ -46,6 +46,8 @@ properties (first readable of --conf, the braindump's properties file,
   pegasus.catalog.master.url / pegasus.dashboard.output       the master (dashboard) DB
   pegasus.catalog[.workflow[.<name>]|.*].timeout              endpoint wait (s)
   pegasus.monitord.arguments  "--opt ..."                     more command-line options
+  pegasus.monitord.timezone  America/Los_Angeles|-08:00|UTC  zone of DAGMan's times (streamer's own;
+                                      default: the offset braindump.yml records, as streamer replay)
 ${name} in a value: an earlier property or -D, user.home & co, the environment variable, else empty.
 
 signals: SIGINT/SIGTERM finish reading what DAGMan wrote, deliver it, save the

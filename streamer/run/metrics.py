@@ -52,21 +52,40 @@ METRICS: Final = (
                "inputs a source left out or cut short, each named on stderr (`reason`: `kickstart_record`, "
                "`kickstart_empty`, `kickstart_missing`, `special_file`, `unreadable_file`, `bad_line`, "
                "`line_too_long`, `repeated_line`)"),
-    MetricSpec("streamer_events_out", "counter", ("endpoint",), "Events the endpoint acknowledged",
-               "events the endpoint acknowledged (`endpoint`: its masked URL)"),
+    MetricSpec("streamer_events_out", "counter", ("endpoint",),
+               "Events the endpoint's server acknowledged (spooled ones once delivered)",
+               "events the endpoint's server acknowledged (`endpoint`: its masked URL); an event spooled while the "
+               "server is away counts once the spool delivered it"),
     MetricSpec("streamer_endpoint_buffer_events", "gauge", ("endpoint",),
                "Events waiting for the endpoint (memory buffer and overflow file)",
                "events waiting for it (memory buffer and overflow file)"),
     MetricSpec("streamer_endpoint_overflow_bytes", "gauge", ("endpoint",),
                "Bytes parked in the endpoint's overflow file", "bytes parked in its overflow file"),
     MetricSpec("streamer_endpoint_errors", "counter", ("endpoint",),
-               "Failed attempts, events not encodable, events dead-lettered",
-               "failed attempts (retried ones included), events it could not encode, dead letters, 1 once it failed"),
+               "Failed attempts, connections refused or lost, failed spool replays, events not encodable, "
+               "events dead-lettered",
+               "failed attempts (retried ones included), each outage of its server and each failed replay of its "
+               "spool, events it could not encode, dead letters, 1 once it failed"),
     MetricSpec("streamer_endpoint_reconnects", "counter", ("endpoint",), "Connections opened again after a loss",
                "connections opened again after a loss"),
     MetricSpec("streamer_endpoint_lag_seconds", "gauge", ("endpoint",),
-               "Age of the oldest event the endpoint has not acknowledged",
-               "age of the oldest event it has not acknowledged (0 when caught up)"),
+               "Age of the oldest event the endpoint has not acknowledged (spooled events included)",
+               "age of the oldest event it has not acknowledged, spooled events included (0 when caught up)"),
+    MetricSpec("streamer_endpoint_spooled_events", "gauge", ("endpoint",),
+               "Events waiting in the endpoint's spool for its server",
+               "events waiting in its spool while its broker or database is away (0 when it is back and drained)"),
+    MetricSpec("streamer_endpoint_held_events", "gauge", ("endpoint",),
+               "Events a database endpoint holds for another writer's rows",
+               "events a database holds for another writer's workflow or job rows (`wait_parents`)"),
+    MetricSpec("streamer_endpoint_up", "gauge", ("endpoint",),
+               "1 while the endpoint's broker or database takes events, 0 while it is unreachable or failed",
+               "1 while its broker or database takes events, 0 while it is unreachable (as /healthz's 503) or failed"),
+    MetricSpec("streamer_source_up", "gauge", ("source",),
+               "1 while the source's broker is reachable, 0 while not",
+               "a collector: 1 while its queue's broker is reachable, 0 while not (only sources with a broker)"),
+    MetricSpec("streamer_amqp_node", "gauge", ("client", "node"), "The RabbitMQ node an AMQP client is connected "
+               "to (or last was)", "1 per AMQP endpoint and collector, labelled with the broker node (`host:port`) it "
+               "uses now: with several brokers in the URL, where it failed over to"),
     MetricSpec("streamer_workflows_active", "gauge", (), "Workflows followed now",
                "workflows followed now (1 during a replay/follow, 0 for a load; `serve`: every workflow it follows)"),
     MetricSpec("streamer_event_latency_seconds", "histogram", (), "Event handed to the bus -> endpoint acknowledged",
@@ -74,6 +93,11 @@ METRICS: Final = (
                "endpoint acknowledging it; one observation per event per endpoint"),
 )
 """Every metric streamer serves, in the order a scrape lists them."""
+ENDPOINT_FAMILIES: Final = (
+    "streamer_events_out", "streamer_endpoint_buffer_events", "streamer_endpoint_overflow_bytes",
+    "streamer_endpoint_errors", "streamer_endpoint_reconnects", "streamer_endpoint_lag_seconds",
+    "streamer_endpoint_spooled_events", "streamer_endpoint_held_events", "streamer_endpoint_up")
+"""The per-endpoint metrics, in the order of a row of `Metrics.collect`."""
 SPEC: Final = {spec.name: spec for spec in METRICS}
 
 
@@ -93,7 +117,7 @@ class MetricsError(ValueError):
 
 
 SOURCE_LABELS = {"EventFileSource": "file", "ProvenanceSource": "file", "WorkflowSource": "workflow",
-                 "JobstateSource": "jobstate", "QueueSource": "queue", "AMQPSource": "amqp"}
+                 "ServeSource": "workflow", "JobstateSource": "jobstate", "QueueSource": "queue", "AMQPSource": "amqp"}
 
 
 def source_label(source: Any) -> str:
@@ -158,23 +182,35 @@ class Metrics:
 
         self.buses: list[tuple[Any, str]] = []
         self.checks: dict[int, Callable[[], str | None]] = {}
+        self.clients: dict[int, Any] = {}
+        """Sources talking to a broker (`node`, `name`), by bus: `streamer_amqp_node`."""
         """Health of the sources (a collector's broker), by bus."""
         self.latency = Latency()
         self.retired: dict[str, list[int]] = {}
         """Endpoint name -> [delivered, errors, reconnects] of the buses detached (`streamer serve`'s ended runs)."""
         self.retired_in: dict[str, int] = {}
         self.retired_dropped: dict[str, int] = {}
+        self.owners: dict[int, tuple[str, Any]] = {}
+        """Endpoint objects that spooled or failed (`Endpoint.pending`), by id: name and last `Pending`.
+        Kept after their bus detached, so what they spooled and never delivered stays out of the counters."""
+        self.highest: dict[str, float] = {}
+        """events_out as last served, per endpoint: a counter never goes back (a batch is counted by the bus
+        a moment after the spool took it)."""
         self.workflows: Callable[[], int] = lambda: 0
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)  # `collect` below
         self._server: asyncio.base_events.Server | None = None
 
-    def attach(self, bus: Any, *, source: str, health: Callable[[], str | None] | None = None) -> None:
-        """Count `bus`; `health()`: None while its source is fine, else why not (shown by /healthz)."""
+    def attach(self, bus: Any, *, source: str, health: Callable[[], str | None] | None = None,
+               node: Any = None) -> None:
+        """Count `bus`; `health()`: None while its source is fine, else why not (shown by /healthz); `node`: a
+        source with a `node` (the broker it reads from now) and a `name`."""
         self.buses.append((bus, source))
         bus.on_delivered = self._delivered
         if health is not None:
             self.checks[id(bus)] = health
+        if node is not None and hasattr(node, "node"):
+            self.clients[id(bus)] = node
 
     def detach(self, bus: Any) -> None:
         """Stop watching `bus` (its run ended); what it counted stays in the counters."""
@@ -188,8 +224,17 @@ class Metrics:
                     done[0] += route.stats.delivered
                     done[1] += _errors(route)
                     done[2] += _reconnects(route.endpoint)
+                    self._remember(route)
         self.buses = [(b, s) for b, s in self.buses if b is not bus]
         self.checks.pop(id(bus), None)
+        self.clients.pop(id(bus), None)
+
+    def _remember(self, route: Any) -> Any:
+        """The `Pending` of `route`'s endpoint, remembered by owner when it ever spooled or failed."""
+        pending = route.endpoint.pending()
+        if pending.spooled_total or pending.drained or pending.failures:
+            self.owners[pending.owner] = (route.name, pending)
+        return pending
 
     def _delivered(self, route: Any, times: list[tuple[float, int]]) -> None:
         now = time.monotonic()
@@ -219,26 +264,48 @@ class Metrics:
         for reason, count in sorted(per_reason.items()):
             dropped.add_metric([reason], count)
         yield dropped
-        out, buffer, overflow, errors, reconnects, lag = (_family(name) for name in (
-            "streamer_events_out", "streamer_endpoint_buffer_events", "streamer_endpoint_overflow_bytes",
-            "streamer_endpoint_errors", "streamer_endpoint_reconnects", "streamer_endpoint_lag_seconds"))
         # one sample per endpoint name: a shared endpoint has a route in every followed workflow's bus
-        per: dict[str, list[float]] = {name: [done[0], 0, 0, done[1], done[2], 0.0]
+        per: dict[str, list[float]] = {name: [done[0], 0, 0, done[1], done[2], 0.0, 0, 0, 1]
                                        for name, done in self.retired.items()}
+        now, seen = time.monotonic(), set()
         for bus, route in self.routes():
             parked = route.overflow
-            row = per.setdefault(route.name, [0, 0, 0, 0, 0, 0.0])
+            row = per.setdefault(route.name, [0, 0, 0, 0, 0, 0.0, 0, 0, 1])
             row[0] += route.stats.delivered
             row[1] += route.buffered + (parked.events if parked is not None else 0)
             row[2] += parked.size if parked is not None else 0
             row[3] += _errors(route)
             row[4] += _reconnects(route.endpoint)
             row[5] = max(row[5], bus.lag(route))
-        families = (out, buffer, overflow, errors, reconnects, lag)
+            pending = self._remember(route)
+            row[8] = 0 if endpoint_health(route) is not None else row[8]
+            if pending.owner in seen:
+                continue
+            seen.add(pending.owner)
+            row[6] += pending.spooled
+            row[7] += pending.held
+            if pending.since is not None and pending.spooled:
+                row[5] = max(row[5], now - pending.since)
+        for name, pending in self.owners.values():  # the spooled events not delivered are not out
+            row = per.setdefault(name, [0, 0, 0, 0, 0, 0.0, 0, 0, 1])
+            row[0] -= pending.spooled_total - pending.drained
+            row[3] += pending.failures
+        families = [_family(name) for name in ENDPOINT_FAMILIES]
         for name, row in per.items():
+            row[0] = self.highest[name] = max(self.highest.get(name, 0), row[0])
             for family, value in zip(families, row):
                 family.add_metric([name], value)
         yield from families
+        sources = _family("streamer_source_up")
+        reachable: dict[str, int] = {}
+        for bus, source in self.buses:
+            check = self.checks.get(id(bus))
+            if check is not None:
+                reachable[source] = min(reachable.get(source, 1), 0 if check() else 1)
+        for source, value in reachable.items():
+            sources.add_metric([source], value)
+        yield sources
+        yield self._nodes()
         active = _family("streamer_workflows_active")
         active.add_metric([], self.workflows())
         yield active
@@ -247,6 +314,18 @@ class Metrics:
             cumulative += count
             buckets.append(("+Inf" if bound == float("inf") else repr(bound), cumulative))
         yield _family("streamer_event_latency_seconds", buckets=buckets, sum_value=self.latency.total)
+
+    def _nodes(self) -> Any:
+        """`streamer_amqp_node{client, node} 1`: the broker each AMQP endpoint and collector uses now."""
+        nodes = _family("streamer_amqp_node")
+        seen: set[str] = set()
+        clients = [(c.name, c.node) for c in self.clients.values()]
+        clients += [(route.name, getattr(route.endpoint, "node", None)) for _, route in self.routes()]
+        for name, node in clients:
+            if isinstance(node, str) and node and name not in seen:
+                seen.add(name)
+                nodes.add_metric([str(name), node], 1)
+        return nodes
 
     # ------------------------------------------------------------ health and HTTP
 

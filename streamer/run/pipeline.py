@@ -14,7 +14,7 @@ from streamer.console.rate import RateWindow
 from streamer.config.settings import EndpointSpec
 from streamer.endpoints import EndpointError, create_endpoint
 from streamer.endpoints.base import Endpoint
-from streamer.endpoints.layers.waiting import left_behind, waiting_for
+from streamer.endpoints.layers.waiting import left_behind, stop_waiting, waiting_for
 from streamer.events.codec import JSON_LINES
 from streamer.util.runtime import install_signal_handlers
 from streamer.sources.base import Batch, Source, SourceError
@@ -38,10 +38,32 @@ class RunResult:
     """(endpoint name, `core.bus.RouteStats`) per endpoint."""
     dropped: dict[str, int] = field(default_factory=dict)
     """Inputs left out (each named in a warning), by reason."""
+    undelivered: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
+    """Per endpoint name: events it took that did not arrive (`Endpoint.undelivered`: unroutable, dead-lettered)."""
+
+
+class _AboveTheLine:
+    """Stands for the progress line's stream while it is drawn: whatever else is written there (a warning, a
+    malformed line's report) first clears the line, so it starts on a line of its own; the next update draws
+    the line again below it."""
+
+    def __init__(self, progress: "Progress", stream: TextIO) -> None:
+        self._progress = progress
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._progress.clear()
+        return self._stream.write(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 class Progress:
-    """A one-line progress report on a terminal: events, the current events/s, percent."""
+    """A one-line progress report on a terminal: events, the current events/s, percent.
+
+    While it is enabled, messages written to its stream (sys.stderr and the log handlers writing there) go
+    above the line, never onto its end."""
 
     def __init__(self, stream: TextIO, enabled: bool, interval: float = 0.5,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -53,6 +75,22 @@ class Progress:
         self._last = float("-inf")
         self._shown = False
         self._window = RateWindow(start=(self.started, 0))
+        self._redirected: list[tuple[logging.StreamHandler[Any], Any]] = []
+        self._stderr: Any = None
+        if enabled:
+            above = _AboveTheLine(self, stream)
+            for handler in logging.getLogger().handlers:
+                if isinstance(handler, logging.StreamHandler) and handler.stream is stream:
+                    self._redirected.append((handler, handler.setStream(above)))
+            if sys.stderr is stream:
+                self._stderr, sys.stderr = sys.stderr, above
+
+    def clear(self) -> None:
+        """Take the line off the screen (it is drawn again at the next update)."""
+        if self._shown:
+            self.stream.write("\r\x1b[K")
+            self._shown = False
+            self._last = float("-inf")
 
     def rate(self, now: float, events: int) -> float:
         """Events per second over the last few seconds (`console.rate.WINDOW`), not the run's average."""
@@ -74,6 +112,12 @@ class Progress:
         if self._shown:
             self.stream.write("\r" + " " * 60 + "\r")
             self.stream.flush()
+            self._shown = False
+        for handler, stream in self._redirected:
+            handler.setStream(stream)
+        self._redirected.clear()
+        if self._stderr is not None:
+            sys.stderr, self._stderr = self._stderr, None
 
 
 def build_endpoints(specs: list[EndpointSpec],
@@ -122,7 +166,8 @@ async def run_pipeline(source: Source, specs: list[EndpointSpec], *, on_error: s
     if shared_exporter is not None:
         from streamer.run.metrics import source_label
 
-        shared_exporter.attach(bus, source=source_label(source), health=getattr(source, "health", None))
+        shared_exporter.attach(bus, source=source_label(source), health=getattr(source, "health", None),
+                               node=source)
     exporter = await start_metrics(metrics, bus, source)
     show = err.isatty() if progress is None else progress
     meter = meter if meter is not None else Progress(err, show)
@@ -135,6 +180,7 @@ async def run_pipeline(source: Source, specs: list[EndpointSpec], *, on_error: s
             note = waiting_for(endpoint)
             if note:
                 err.write(f"streamer: {mask(note)}\n")
+            stop_waiting(endpoint)
         err.flush()
         source.stop()
 
@@ -179,7 +225,8 @@ async def run_pipeline(source: Source, specs: list[EndpointSpec], *, on_error: s
     if stopped and exit_code == 0 and not live:
         exit_code = signalled(stopped[0])
     return RunResult(exit_code, bus.published_events, time.monotonic() - started, bus.summary(),
-                     stopped[0] if stopped else None, bus.route_stats(), dict(bus.dropped))
+                     stopped[0] if stopped else None, bus.route_stats(), dict(bus.dropped),
+                     {endpoint.name: endpoint.undelivered() for endpoint in sinks})
 
 
 async def start_metrics(address: str | None, bus: Bus, source: Source) -> Any:
@@ -190,7 +237,7 @@ async def start_metrics(address: str | None, bus: Bus, source: Source) -> Any:
 
     one = hasattr(source, "submit_dir")  # the workflow monitor follows one workflow (and its sub-workflows)
     exporter = await start_exporter(address, workflows=lambda: int(one and not getattr(source, "finished", False)))
-    exporter.attach(bus, source=source_label(source), health=getattr(source, "health", None))
+    exporter.attach(bus, source=source_label(source), health=getattr(source, "health", None), node=source)
     return exporter
 
 
@@ -199,7 +246,10 @@ def print_summary(result: RunResult, stream: SupportsWrite[str], *, bad_lines: i
     stream.write(f"streamer: {result.events:,} events read in {result.seconds:.2f} s ({rate:,.0f} events/s)\n")
     for name, delivered, failed in result.delivered:
         state = f"FAILED: {failed}" if failed else "ok"
-        stream.write(f"  {delivered:>10,} -> {name}  {state}\n")
+        lost = result.undelivered.get(name, [])
+        arrived = max(delivered - sum(count for count, _ in lost), 0)
+        state += "".join(f" · {count:,} {what}" for count, what in lost)
+        stream.write(f"  {arrived:>10,} -> {name}  {state}\n")
     if bad_lines:
         stream.write(f"streamer: {bad_lines:,} malformed line(s) skipped "
                      "(see messages above; --strict stops at the first)\n")

@@ -17,6 +17,8 @@ Workflow templates may use `{submit_dir}`, `{dag}` (the .dag file's base name wi
 
 from __future__ import annotations
 
+import logging
+import string
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +26,10 @@ from typing import Any
 
 from streamer.config.statedir import user_state_dir
 from streamer.config.settings import ConfigError, EndpointSpec, Settings, load_toml, normalise_url
+from streamer.util import safenames
+from streamer.util.urls import mask
+
+log = logging.getLogger("streamer.serve")
 
 SQLITE_DEFAULT = "sqlite"
 KNOWN_KEYS = {"watch", "metrics", "master_db", "master_poll", "workflow_dest", "jobstate", "state_dir", "timezone",
@@ -57,7 +63,11 @@ class ServeConfig:
                 self.timezone, self.parser, self.on_error)
 
     def workflow_specs(self, submit_dir: str, dag: str, wf_uuid: str | None, default_db: str) -> list[EndpointSpec]:
-        """The per-workflow endpoints of one workflow, templates filled in."""
+        """The per-workflow endpoints of one workflow, templates filled in.
+
+        The values come from the workflow's braindump (untrusted): a template whose value would leave its
+        directory or change the URL (`safenames`) is refused for this workflow, with an ERROR naming it;
+        the workflow's other endpoints go on."""
         specs = []
         values = {"submit_dir": submit_dir, "dag": dag, "wf_uuid": wf_uuid or "unknown"}
         for template in self.workflow_dest:
@@ -65,7 +75,15 @@ class ServeConfig:
                 specs.append(EndpointSpec(url=default_db))
                 continue
             try:
+                used = {name for _, name, _, _ in string.Formatter().parse(template) if name}
+                for name in sorted(used & set(values)):
+                    check = safenames.directory if name == "submit_dir" else safenames.component
+                    check(values[name], name)
                 url = template.format(**values)
+            except safenames.UnsafeName as exc:
+                log.error("%s: workflow_dest %s refused for this workflow: %s (its other endpoints go on)",
+                          submit_dir, mask(template), exc)
+                continue
             except (KeyError, IndexError, ValueError) as exc:
                 raise ConfigError(f"workflow_dest {template!r}: bad template ({exc}); use {{submit_dir}}, "
                                   "{dag} or {wf_uuid}") from None
@@ -103,7 +121,14 @@ def load_serve_config(args: Any, collect_endpoints: Any) -> ServeConfig:
     config.recursive = bool(table.get("recursive", True)) and not getattr(args, "no_recursive", False)
     state_dir = getattr(args, "state_dir", None) or table.get("state_dir")
     config.state_dir = Path(state_dir).expanduser().resolve() if state_dir else None
-    config.timezone = getattr(args, "timezone", None) or table.get("timezone")
+    config.timezone = getattr(args, "timezone", None) or table.get("timezone") or settings.timezone
+    if config.timezone:
+        from ..monitor.zones import ZoneError, parse_zone
+
+        try:
+            parse_zone(str(config.timezone))
+        except ZoneError as exc:
+            raise ConfigError(f"{where}: timezone: {exc}") from None
     config.metrics = getattr(args, "metrics", None) or table.get("metrics")
     config.parser = getattr(args, "parser", None) or table.get("parser", "thread")
     if config.parser not in ("thread", "process", "auto"):

@@ -1,11 +1,14 @@
 """Which directories are root workflows to follow, and which the master workflow DB registers.
 
-A candidate directory (a new `braindump.yml` or `*.dag.dagman.out` under a
-watched root, or a `submit_dir` of the master DB) is followed when it is a
-root workflow (a sub-workflow's braindump names another `root_wf_uuid`: its
-parent follows it), its dagman.out exists (DAGMan started; the file's creation
-is another candidate event) and it has not finished (`monitord.done`, or a
-complete streamer state).
+A candidate directory (a `braindump.yml` or `*.dag.dagman.out` created, written
+and closed, or renamed into place under a watched root, a directory moved in,
+or a `submit_dir` of the master DB) is followed when it is a root workflow (a
+sub-workflow's braindump names another `root_wf_uuid`: its parent follows it),
+its braindump is complete, its dagman.out exists (DAGMan started; the file's
+creation is another candidate event) and it has not finished (`monitord.done`,
+or a complete streamer state). A candidate that may still become one (no or a
+half-written braindump, no dagman.out yet) is looked at again every few seconds
+until it does, so no order or timing of the files is missed.
 """
 
 from __future__ import annotations
@@ -36,24 +39,34 @@ class Found:
 
 def classify(directory: str) -> Found | None:
     """The root workflow in `directory` ready to follow, or None (not one, not yet, or finished)."""
+    return examine(directory)[0]
+
+
+def examine(directory: str) -> tuple[Found | None, bool]:
+    """(the root workflow in `directory` ready to follow or None, whether a later look may find one).
+
+    A later look may: no braindump yet or one still being written, DAGMan not started (no dagman.out). It
+    will not: a sub-workflow (its parent follows it), a finished run."""
     try:
         info = braindump.load(directory)
     except braindump.BraindumpError:
-        return None
+        return None, os.path.isdir(directory) and not finished_dir(directory)
     wf_uuid, root = info.get("wf_uuid"), info.get("root_wf_uuid")
     if root and wf_uuid and root != wf_uuid:
-        return None  # a sub-workflow: followed through its parent
+        return None, False  # a sub-workflow: followed through its parent
     dag = info.get("dag")
-    if not dag:
-        return None
+    if not dag or not wf_uuid:
+        return None, True  # written part-way: its close (or the next look) tells
     dagman_out = os.path.join(directory, f"{dag}.dagman.out")
-    if not os.path.exists(dagman_out) or finished_dir(directory):
-        return None
+    if finished_dir(directory):
+        return None, False
+    if not os.path.exists(dagman_out):
+        return None, True
     if complete_state(directory):  # followed to the end by a serve killed before it wrote monitord.done
         _mark_done(directory)
-        return None
+        return None, False
     base = dag[:-4] if dag.endswith(".dag") else dag
-    return Found(os.path.realpath(directory), dagman_out, base, wf_uuid)
+    return Found(os.path.realpath(directory), dagman_out, base, wf_uuid), False
 
 
 def complete_state(directory: str) -> bool:

@@ -82,6 +82,9 @@ async def follow(wf: Followed, config: ServeConfig, shared: list[Any], on_start:
         source = ServeSource(found.submit_dir, follow=True, recursive=config.recursive, timezone=config.timezone,
                              write_jobstate=config.jobstate, parser=config.parser, wakeable=wf.wakeable)
         wf.source = source
+        await asyncio.to_thread(source.will_resume)  # reads the state: resuming from where, or why not
+        for note in source.notes:
+            log.info("%s: %s", found.submit_dir, note)
         specs = config.workflow_specs(found.submit_dir, found.dag, found.wf_uuid, source.default_db_url())
         started = time.time()
         if not source.plain:
@@ -102,7 +105,7 @@ async def follow(wf: Followed, config: ServeConfig, shared: list[Any], on_start:
             if not source.plain:
                 await asyncio.to_thread(markers.write_done, Path(found.submit_dir), started, time.time())
             on_end(found.submit_dir, "finished")
-            log.info("%s: DAGMan exited, %d events this run; no longer followed", found.submit_dir, source.events_in)
+            log.info("finished following %s: DAGMan exited, %d events this run", found.submit_dir, source.events_in)
             return True
         on_end(found.submit_dir, "failed")
         log.error("%s: pipeline failed; resuming from its checkpoint in %.0f s", found.submit_dir, delay)

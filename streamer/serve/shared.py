@@ -17,7 +17,7 @@ from typing import Sequence
 
 from streamer.config.settings import EndpointSpec
 from streamer.endpoints import create_endpoint
-from streamer.endpoints.base import Endpoint
+from streamer.endpoints.base import Endpoint, Pending
 from streamer.events import Event
 
 
@@ -70,3 +70,9 @@ class SharedRoute(Endpoint):
 
     async def close(self) -> None:
         self.shared.users -= 1
+
+    def pending(self) -> Pending:
+        return self.shared.endpoint.pending()
+
+    def health(self) -> str | None:
+        return self.shared.endpoint.health()

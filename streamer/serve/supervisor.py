@@ -19,6 +19,7 @@ import logging
 import os
 import signal
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable
 
@@ -27,7 +28,7 @@ import orjson
 from streamer.util.atomic import write_atomically
 from streamer.config.settings import ConfigError
 from streamer.serve.config import ServeConfig
-from streamer.serve.discovery import MasterDBPoller, classify
+from streamer.serve.discovery import MasterDBPoller, examine
 from streamer.serve.follower import Followed, follow
 from streamer.serve.shared import SharedEndpoint
 from streamer.serve.state import ServeState
@@ -37,6 +38,11 @@ log = logging.getLogger("streamer.serve")
 
 REGISTRY = "workflows.json"
 WORKER_THREADS = 64
+PENDING_LOOK = 2.0
+"""Seconds until the first look again at a candidate that is no workflow to follow yet (braindump half-written,
+no dagman.out), doubling up to PENDING_LOOK_MAX: whatever order and timing its files come in (inotify or not,
+found in the master DB before DAGMan started), it is followed once it is one."""
+PENDING_LOOK_MAX = 60.0
 
 
 class Supervisor:
@@ -55,6 +61,8 @@ class Supervisor:
         self._stop = asyncio.Event()
         self._lock_fd: int | None = None
         self._registry_dirty = asyncio.Event()
+        self.pending: dict[str, tuple[float, float]] = {}
+        """Candidate directories that may still become workflows to follow: (next look, interval)."""
 
     # ------------------------------------------------------------ lifecycle
     async def run(self) -> int:
@@ -91,6 +99,7 @@ class Supervisor:
                 self.candidate(path)
             self._registry_dirty.set()  # written once at start: the sign that serve is up (signals handled)
             self._spawn(self._registry_writer(), "registry")
+            self._spawn(self._look_again(), "pending")
             await self._stop.wait()
         finally:
             for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -154,10 +163,19 @@ class Supervisor:
 
     def candidate(self, directory: str) -> None:
         """A directory that may hold a root workflow to follow (from inotify, the master DB, the registry)."""
-        if self._stop.is_set() or os.path.realpath(directory) in self.followed:
+        real = os.path.realpath(directory)
+        if self._stop.is_set() or real in self.followed:
             return
-        found = classify(directory)
-        if found is None or found.submit_dir in self.followed:
+        found, later = examine(directory)
+        if found is None:
+            if not later:
+                self.pending.pop(real, None)
+            elif real not in self.pending:
+                log.debug("%s: not a workflow to follow yet; looking again", real)
+                self.pending[real] = (time.monotonic() + PENDING_LOOK, PENDING_LOOK)
+            return
+        self.pending.pop(real, None)
+        if found.submit_dir in self.followed:
             return
         watcher = self.watcher
         wakeable = bool(watcher is not None and watcher.inotify and any(
@@ -167,7 +185,18 @@ class Supervisor:
         self.followed[found.submit_dir] = wf
         wf.task = self._spawn(self._follow(wf), f"follow {found.submit_dir}")
         self._registry_dirty.set()
-        log.info("%s: following (%s)", found.submit_dir, found.dagman_out)
+        log.info("following %s (%s)", found.submit_dir, os.path.basename(found.dagman_out))
+
+    async def _look_again(self) -> None:
+        """Candidates that were not ready (see `discovery.examine`) are looked at again until they are."""
+        while True:
+            await asyncio.sleep(PENDING_LOOK / 4)
+            now = time.monotonic()
+            for directory, (due, interval) in sorted(self.pending.items()):
+                if due > now:
+                    continue
+                self.pending[directory] = (now + interval * 2, min(interval * 2, PENDING_LOOK_MAX))
+                self.candidate(directory)
 
     def wrote(self, path: str) -> None:
         """A dagman.out was written: wake the workflow it belongs to (its own or a sub-workflow's)."""

@@ -3,7 +3,8 @@
 With inotify (`asyncinotify`, Linux) every directory under a root that can
 still hold a live run is watched for entries created or moved in and for
 writes: a new directory is walked once (only it: never the whole root again),
-a new `braindump.yml` or `*.dag.dagman.out` is a candidate workflow, a write to
+a `braindump.yml` or `*.dag.dagman.out` created, closed after writing or renamed
+into place is a candidate workflow, a write to
 a `*.dagman.out` wakes the workflow following it at once (p99 latency is the
 parsing, not a poll interval). Directories of finished workflows (they carry
 `monitord.done`) are neither entered nor watched, and a workflow that finishes
@@ -74,7 +75,8 @@ class TreeWatcher:
         from asyncinotify import Mask
         try:
             self._watches[directory] = self._inotify.add_watch(
-                directory, Mask.CREATE | Mask.MOVED_TO | Mask.MODIFY | Mask.ONLYDIR | Mask.DONT_FOLLOW)
+                directory, Mask.CREATE | Mask.MOVED_TO | Mask.MODIFY | Mask.CLOSE_WRITE | Mask.ONLYDIR
+                | Mask.DONT_FOLLOW)
         except OSError as exc:  # gone already, or the watch limit (fs.inotify.max_user_watches)
             log.warning("%s: cannot watch (%s)", directory, exc)
 
@@ -145,7 +147,7 @@ class TreeWatcher:
             elif mask & Mask.MODIFY:
                 if name.endswith(".dagman.out"):
                     self.on_write(path)
-            elif is_candidate_name(name):
+            elif is_candidate_name(name):  # created, renamed into place, or closed after a write (complete)
                 self.on_candidate(str(event.path.parent))
 
     def close(self) -> None:

@@ -1,11 +1,13 @@
 """Source over `.bp` and `.jsonl` event files (replay or follow), with checkpoints.
 
 Each line is decoded by its first character: `{` is a JSON event (monitord's
-AMQP form or streamer's JSONL), anything else a BP line. A malformed line is
-reported as `FILE:LINE: reason`, counted and skipped (or, with `strict`,
-stops the run). The checkpoint file records, per input file, the device,
-inode, byte offset and line number reached once every endpoint acknowledged
-the events before it; it is written atomically (temp file, fsync, rename).
+AMQP form or streamer's JSONL), anything else a BP line. A malformed line —
+or an event against the schema's constraints (`events/constraints.py`: a
+mandatory field missing, `clustered=2`, ...) — is reported as `FILE:LINE:
+reason`, counted and skipped (or, with `strict`, stops the run). The
+checkpoint file records, per input file, the device, inode, byte offset and
+line number reached once every endpoint acknowledged the events before it; it
+is written atomically (temp file, fsync, rename).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any, AsyncIterator, Callable, Sequence
 import orjson
 
 from streamer.util.atomic import write_atomically
-from streamer.events import Event, bp, chimbuko, jsonenc
+from streamer.events import Event, bp, chimbuko, constraints, jsonenc
 from streamer.sources.base import Batch, Source, SourceError
 from streamer.sources.follow import Chunk, FileFollower, FilePosition
 
@@ -36,8 +38,15 @@ class InputError(SourceError, ValueError):
     events: list = []
 
 
-def decode_line(raw: bytes | str) -> Event | None:
-    """One line -> Event; None for a blank or `#` comment line. Raises ValueError with the reason."""
+JSON_SUFFIXES = (".jsonl", ".json", ".ndjson")
+"""Files whose lines are JSON: a line that is not is reported as such (not with the BP parser's reason)."""
+
+
+def decode_line(raw: bytes | str, *, json_file: bool = False) -> Event | None:
+    """One line -> Event; None for a blank or `#` comment line. Raises ValueError with the reason.
+
+    `json_file`: the line comes from a JSON-lines file, so one that is no JSON object is named so (a BP line
+    there is still read)."""
     if isinstance(raw, bytes):
         try:
             raw = raw.decode("utf-8")
@@ -56,7 +65,13 @@ def decode_line(raw: bytes | str) -> Event | None:
             if not chimbuko.looks_like_record(record):
                 raise
             return chimbuko.event_from_record(record)  # a Chimbuko provenance record, known by its content
-    return bp.parse_line(text)  # names a NUL byte itself
+    if not json_file:
+        return bp.parse_line(text)  # names a NUL byte itself
+    try:
+        return bp.parse_line(text)
+    except ValueError:
+        shown = repr(text[:40] + ("…" if len(text) > 40 else ""))
+        raise ValueError(f"not a JSON object (a .jsonl file holds one JSON event per line): {shown}") from None
 
 
 def _texts(lines: list[bytes]) -> list[bytes] | list[str]:
@@ -163,6 +178,13 @@ class EventFileSource(Source):
         if self.store is not None and endpoints and not self.store.exists():
             await asyncio.to_thread(self.store.save, {}, endpoints)
 
+    def _resuming(self, path: Path) -> Callable[[FilePosition], None] | None:
+        """Says where `path` is read on from its checkpoint, as every resume is said."""
+        store = self.store
+        if store is None:
+            return None
+        return lambda start: self.report(f"resuming {path} from line {start.line} (checkpoint {store.path})")
+
     def _decode_chunk(self, path: Path, chunk: Chunk) -> list[Event]:
         events: list[Event] = []
         for line_no, reason in chunk.problems:
@@ -170,9 +192,13 @@ class EventFileSource(Source):
         number = chunk.first_line
         where = str(path)
         compiled = bp.parse_compiled
+        json_file = path.suffix.lower() in JSON_SUFFIXES
+        check = constraints.check
         for raw in _texts(chunk.lines):
             try:
-                event = compiled(raw) or decode_line(raw)  # the compiled parser takes the common lines
+                event = compiled(raw) or decode_line(raw, json_file=json_file)  # compiled: the common lines
+                if event is not None:
+                    check(event)
             except ValueError as exc:
                 try:
                     self._bad(path, number, str(exc))
@@ -199,7 +225,7 @@ class EventFileSource(Source):
     async def _file_batches(self, path: Path) -> AsyncIterator[Batch]:
         key = self.key(path)
         follower = FileFollower(path, follow=self.follow, start=self.positions.get(key),
-                                poll_interval=self.poll_interval)
+                                poll_interval=self.poll_interval, on_resume=self._resuming(path))
         self._followers.append(follower)
         async for chunk in follower.chunks():
             bad = self.stats.bad

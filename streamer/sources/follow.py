@@ -22,7 +22,7 @@ import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import AsyncIterator
+from typing import AsyncIterator, Callable
 
 import aiofiles
 
@@ -97,8 +97,11 @@ class FileFollower:
     """Reads one file from a position; `follow=True` keeps tailing until `stop()`."""
 
     def __init__(self, path: str | Path, *, follow: bool = False, start: FilePosition | None = None,
-                 poll_interval: float = 0.2, read_size: int = READ_SIZE, max_line: int = MAX_LINE) -> None:
+                 poll_interval: float = 0.2, read_size: int = READ_SIZE, max_line: int = MAX_LINE,
+                 on_resume: Callable[[FilePosition], None] | None = None) -> None:
         self.path = Path(path)
+        self.on_resume = on_resume
+        """Called with `start` when the file is read on from it (the same file, not shorter)."""
         self.follow = follow
         self.poll_interval = poll_interval
         self.read_size = read_size
@@ -185,6 +188,8 @@ class FileFollower:
             log.warning("%s: shorter than the checkpoint offset (truncated); reading from its start", self.path)
             self.truncations += 1
             return fresh
+        if self.on_resume is not None and start.offset:
+            self.on_resume(start)
         return FilePosition(str(self.path), st.st_dev, st.st_ino, start.offset, start.line)
 
     async def _read_open_file(self, handle, pos: FilePosition) -> AsyncIterator[Chunk]:

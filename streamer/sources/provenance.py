@@ -35,7 +35,7 @@ from typing import Any, AsyncIterator, Sequence
 
 import orjson
 
-from streamer.events import Event, chimbuko, jsonenc
+from streamer.events import Event, FieldError, chimbuko, constraints, jsonenc
 from streamer.sources.base import Batch
 from streamer.sources.eventfile import EventFileSource, InputError
 from streamer.sources.follow import FileFollower, FilePosition
@@ -285,9 +285,10 @@ class ProvenanceSource(EventFileSource):
         try:
             if "event" in obj and "collection" not in obj:
                 event = jsonenc.from_dict(obj)  # a Stampede or chimbuko event in streamer's JSON form
+                constraints.check(event)
             else:
                 event = chimbuko.event_from_record(obj, collection=collection)
-        except (chimbuko.RecordError, jsonenc.JSONError) as exc:
+        except (chimbuko.RecordError, jsonenc.JSONError, FieldError) as exc:
             self._bad(path, line, str(exc))
             return
         events.append(event)

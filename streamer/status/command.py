@@ -91,10 +91,14 @@ class StatusSource:
     def finished(self) -> bool:
         return self.tracker.finished
 
+    def notes(self) -> list[str]:
+        """The source's warnings, then why the totals cannot be complete (events are all the view has)."""
+        return list(self.warnings) + self.tracker.incomplete()
+
     def view(self) -> View:
         jobs = tracker_jobs(self.tracker)
         return View(self.label, self.rows(), list(self.tracker.failures), [j for j in jobs if j.state == "Held"],
-                    jobs if self.long else [], self.finished, self.tracker.events, list(self.warnings))
+                    jobs if self.long else [], self.finished, self.tracker.events, self.notes())
 
     async def pump(self, batches: AsyncIterator[Any], on_batch: Callable[[], None] | None = None) -> None:
         """Feed the tracker from a source's batches (a background task in --watch)."""
@@ -121,7 +125,7 @@ class SubmitDirStatus(StatusSource):
     def monitor(self, follow: bool) -> Any:
         from streamer.monitor.source import WorkflowSource
 
-        scratch = Path(tempfile.mkdtemp(prefix="streamer-status-"))
+        scratch = Path(tempfile.mkdtemp(prefix="streamer-status-"))  # DAGMan's times read by the one zone rule
         return WorkflowSource(self.path, follow=follow, timezone=self.timezone, write_jobstate=False,
                               state_path=scratch / "state.json", parser="thread"), scratch
 
@@ -139,6 +143,9 @@ class SubmitDirStatus(StatusSource):
 
     def document(self) -> dict[str, Any]:
         return document(self.progress.counts())
+
+    def notes(self) -> list[str]:
+        return list(self.warnings)  # the counts come from the dagman.out files, complete
 
     @property
     def finished(self) -> bool:
@@ -223,9 +230,22 @@ async def read_once(status: StatusSource, idle: float) -> None:
         first = True
         while True:
             try:
-                # the first message may take a while (the publisher may not have started)
-                batch = await asyncio.wait_for(batches.__anext__(), None if first else idle)
-            except (asyncio.TimeoutError, StopAsyncIteration):
+                # the first message may take a while (the publisher may not have started): say so after --idle
+                batch = await asyncio.wait_for(asyncio.shield(pending := asyncio.ensure_future(batches.__anext__())),
+                                               idle)
+            except asyncio.TimeoutError:
+                if not first:
+                    pending.cancel()
+                    break
+                sys.stderr.write(f"streamer: waiting for events on {status.label} (nothing arrived in {idle:g} s; "
+                                 "the view is printed once the stream has been quiet for --idle seconds; "
+                                 "Ctrl-C to stop)\n")
+                sys.stderr.flush()
+                try:
+                    batch = await pending
+                except StopAsyncIteration:
+                    break
+            except StopAsyncIteration:
                 break
             first = False
             status.feed(batch.events)
@@ -257,9 +277,16 @@ async def watch(status: StatusSource, *, interval: float, idle: float, show: Cal
 
     feeder, closer = _start_feeder(status, touched)
     ended = reported = False
+    waiting, started = "", loop.time()
     try:
         while not stop.is_set():
             await status.refresh()
+            if isinstance(status, AMQPStatus) and not waiting and loop.time() - started >= idle:
+                if not status.tracker.events:  # a quiet exchange: say what the empty view is waiting for
+                    waiting = f"waiting for events on {status.label} (none arrived in {idle:g} s)"
+                    status.report(waiting)
+            if waiting and status.tracker.events and waiting in status.warnings:
+                status.warnings.remove(waiting)
             error = feeder.exception() if feeder.done() and not feeder.cancelled() else None
             if error is not None and not reported:
                 if not isinstance(status, SubmitDirStatus):
@@ -322,7 +349,7 @@ async def run_status(args: Any) -> int:
     status = open_status(args)
     if not args.watch:
         await read_once(status, args.idle)
-        for warning in status.warnings:
+        for warning in status.notes():
             sys.stderr.write(f"streamer: {warning}\n")
         if args.json:
             sys.stdout.write(json.dumps(status.document(), indent=2) + "\n")
@@ -335,6 +362,6 @@ async def run_status(args: Any) -> int:
     with display:
         await watch(status, interval=args.interval, idle=args.idle, show=display.show)
     display.final(status.view())
-    for warning in status.warnings:
+    for warning in status.notes():
         sys.stderr.write(f"streamer: {warning}\n")
     return 0

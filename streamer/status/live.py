@@ -18,6 +18,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
+from streamer.util.localtime import shown
 from streamer.events.tally.counts import FAILURE, SUCCESS
 from streamer.status.text import View, _duration, plain_report, status_line
 
@@ -32,9 +33,9 @@ def _name(row: Any) -> Text:
     return text
 
 
-def render(view: View, *, long: bool = False, now: float | None = None) -> Group:
-    """The whole live view as one rich renderable."""
-    clock = time.strftime("%H:%M:%S", time.localtime(now))
+def render(view: View, *, long: bool = False, now: float | None = None, width: int | None = None) -> Group:
+    """The whole live view as one rich renderable, for a terminal `width` columns wide."""
+    clock = shown(time.time() if now is None else now, date=False)
     head = Text.assemble(("streamer status ", "bold"), view.source, f"   {clock}   ",
                          ("finished" if view.finished else "Ctrl-C to exit", "dim"))
     table = Table(box=None, pad_edge=False, header_style="bold")
@@ -61,17 +62,21 @@ def render(view: View, *, long: bool = False, now: float | None = None) -> Group
         for row in submit:
             parts.append(Text(f"{row.name}: {row.submit_host or '?'}:{row.submit_dir}", style="dim"))
     if view.held:
-        held = Table(title="Held jobs", title_justify="left", box=None, header_style="bold")
-        for name in ("WORKFLOW", "JOB", "HOLD REASON"):
-            held.add_column(name, no_wrap=True, overflow="ellipsis")
-        for job in view.held:
-            held.add_row(job.workflow, job.job, job.hold_reason or "-")
+        held = Table(title="Held jobs", title_justify="left", box=None, pad_edge=False, header_style="bold")
+        held_rows = [(job.workflow, job.job, job.hold_reason or "-") for job in view.held]
+        widths = [max(len(name), *(len(r[i]) for r in held_rows)) for i, name in enumerate(("WORKFLOW", "JOB"))]
+        for name, wide in zip(("WORKFLOW", "JOB"), widths):  # whole: the reason is cut to what is left, not they
+            held.add_column(name, no_wrap=True, min_width=wide)
+        held.add_column("HOLD REASON", no_wrap=True)
+        room = max((width or 10_000) - sum(widths) - 4, 12)  # 2 columns between cells
+        for workflow, job, reason in held_rows:
+            held.add_row(workflow, job, reason if len(reason) <= room else reason[:room - 1] + "…")
         parts += [Text(""), held]
     if view.failures:
         failures = Table(title="Last failures", title_justify="left", box=None, header_style="bold red")
         rows = []
         for f in reversed(view.failures):
-            when = time.strftime("%H:%M:%S", time.gmtime(f.ts)) if isinstance(f.ts, (int, float)) else "-"
+            when = shown(f.ts, date=False) if isinstance(f.ts, (int, float)) else "-"
             step = f.job if f.step == "job" else f"{f.job} ({f.step})"
             rows.append((when, f.workflow, step, "-" if f.exitcode is None else str(f.exitcode), f.host or "-",
                          f.stderr or f.reason or ""))
@@ -113,10 +118,10 @@ class RichDisplay:
         self.live.__exit__(*exc)
 
     def show(self, view: View) -> None:
-        self.live.update(render(view, long=self.long), refresh=True)
+        self.live.update(render(view, long=self.long, width=self.console.width), refresh=True)
 
     def final(self, view: View) -> None:
-        self.console.print(render(view, long=self.long))
+        self.console.print(render(view, long=self.long, width=self.console.width))
 
 
 class PlainDisplay:

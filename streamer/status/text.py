@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from streamer.util.localtime import now, shown
 from streamer.events.tally.counts import DagCounts, summary, totals
 from streamer.events.tally.tracker import LABELS, Failure, StatusTracker
 
@@ -134,7 +134,7 @@ def job_table(view: View) -> str:
 def failure_lines(view: View) -> str:
     out = []
     for f in view.failures:
-        when = time.strftime("%H:%M:%S", time.gmtime(f.ts)) if isinstance(f.ts, (int, float)) else "--:--:--"
+        when = shown(f.ts, date=False)
         code = "-" if f.exitcode is None else str(f.exitcode)
         detail = f.stderr or f.reason or ""
         step = "" if f.step == "job" else f" ({f.step})"
@@ -159,6 +159,6 @@ def status_line(view: View) -> str:
     """One line for non-terminal --watch output: time, totals, %DONE and the DAGs' states."""
     t = view.totals()
     states = " ".join(f"{row.name}={row.counts.state}" for row in view.dags)
-    return (f"{time.strftime('%H:%M:%S')} unready={t['unready']} ready={t['ready']} pre={t['pre']} "
+    return (f"{now()} unready={t['unready']} ready={t['ready']} pre={t['pre']} "
             f"queued={t['queued']} post={t['post']} success={t['succeeded']} failure={t['failed']} "
             f"done={t['percent_done']}% {states}")

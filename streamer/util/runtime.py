@@ -122,6 +122,9 @@ def log_to(stream: Any, level: int, fmt: str = "streamer: %(levelname)s: %(messa
     quiet = logging.getLogger("aiormq.connection")
     quiet.filters[:] = [f for f in quiet.filters if not isinstance(f, _DropPrefix)]
     quiet.addFilter(_DropPrefix("error when creating transport"))
+    # a quorum queue's refusal of a channel-wide prefetch closes the connection: the collector says so and
+    # consumes again with a per-consumer one (`sources/amqp/queue.per_consumer_only`)
+    quiet.addFilter(_DropPrefix("Unexpected connection close from remote", containing="global qos"))
     # asyncmy logs every server note as a warning; the notes a load gets are DECIMAL roundings of values with
     # more digits than the column keeps (as PostgreSQL rounds them, silently): not worth a line each
     logging.getLogger("asyncmy").setLevel(max(level, logging.ERROR))
@@ -130,12 +133,16 @@ def log_to(stream: Any, level: int, fmt: str = "streamer: %(levelname)s: %(messa
 class _DropPrefix(logging.Filter):
     """Drops the records whose message starts with `prefix`."""
 
-    def __init__(self, prefix: str) -> None:
+    def __init__(self, prefix: str, *, containing: str | None = None) -> None:
         super().__init__()
         self.prefix = prefix
+        self.containing = containing
+        """Drop only the records whose message also holds this text."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith(self.prefix)
+        if not str(record.msg).startswith(self.prefix):
+            return True
+        return self.containing is not None and self.containing not in record.getMessage()
 
 
 def install_signal_handlers(on_stop: Callable[[int], None],

@@ -7,19 +7,53 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
+
+
+_USER = re.compile(r"[^:/?#\s]*")
+"""A URL's user name: what follows `//` up to `:` (one character class, so matching it is linear)."""
+_SCHEME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-")
 
 
 class URLError(ValueError):
-    """A URL that cannot be used as given (a usage error: exit 2)."""
-
-
-_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.\-]*://)(?P<user>[^:/@\s]*):(?P<pw>[^@/\s]*)@")
+    """A URL streamer cannot use (not a URL, a password it cannot read or must refuse): the user's to fix."""
 
 
 def mask(text: str) -> str:
-    """Replace every password in URLs inside `text` with `***` (safe to log)."""
-    return _USERINFO.sub(lambda m: f"{m['scheme']}{m['user']}:***@", text)
+    """Replace every password in URLs inside `text` with `***` (safe to log), in time linear in `text`.
+
+    By the URL's structure, not by what a password may hold: after `scheme://user:` the password runs to
+    the *last* `@` before the end of the line or the next URL, so a password with `@`, `/`, `:`, `%`, a
+    space, `#`, `?` or any other character is hidden whole (`postgresql://u:Ab@Secret9@host/db` ->
+    `postgresql://u:***@host/db`). When a line holds another `@` after the URL, more than the password is
+    hidden: in doubt, mask more. Each character is looked at a bounded number of times (no backtracking).
+    """
+    if "://" not in text:
+        return text
+    out: list[str] = []
+    done = 0
+    start = text.find("://")
+    while start != -1:
+        following = text.find("://", start + 3)
+        if start == 0 or text[start - 1] not in _SCHEME_CHARS:
+            start = following
+            continue
+        user = _USER.match(text, start + 3)
+        colon = user.end() if user else start + 3
+        if colon >= len(text) or text[colon] != ":":
+            start = following
+            continue
+        end = len(text) if following == -1 else following
+        for newline in ("\n", "\r"):
+            found = text.find(newline, colon, end)
+            end = found if found != -1 else end
+        at = text.rfind("@", colon, end)
+        if at != -1:
+            out += [text[done:colon + 1], "***"]
+            done = at
+        start = following
+    out.append(text[done:])
+    return "".join(out)
 
 
 @dataclass
@@ -59,6 +93,18 @@ class EndpointURL:
         return cls(raw=raw, scheme=parts.scheme.lower(), base=base, options=options)
 
 
+PLACEHOLDER = "change-me"
+"""How the example passwords of deploy/ (.env.example, streamer.env.example) begin."""
+
+
+def refuse_placeholder(url: EndpointURL, password: str | None) -> None:
+    """URLError when `password` is still a `change-me-…` placeholder of deploy/'s examples: a deployment
+    must not run with a password anyone can read in the repository."""
+    if password is not None and unquote(password).startswith(PLACEHOLDER):
+        raise URLError(f"{url.masked}: the password is still the placeholder from deploy/'s examples "
+                         f"({PLACEHOLDER}-...); set a real one (deploy/.env, or the password file)")
+
+
 SECRET_OPTIONS = ("password_file", "password_env")
 """URL options (or config keys) that give an endpoint's password without writing it on the command line."""
 
@@ -70,10 +116,11 @@ def with_password(url: EndpointURL, options: dict[str, Any] | None = None) -> En
     user of the machine; one read from a file (mode 0600, or a container
     secret) or from the environment does not. The options are consumed (the
     endpoint never sees them); the URL keeps its user name, which it must have.
-    Raises ValueError naming what is missing.
+    Raises URLError naming what is missing.
     """
     given = {key: value for key, value in {**url.options, **(options or {})}.items() if key in SECRET_OPTIONS}
     if not given:
+        refuse_placeholder(url, urlsplit(url.raw).password)
         return url
     if len(given) > 1:
         raise URLError(f"{url.masked}: give password_file or password_env, not both")
@@ -91,6 +138,7 @@ def with_password(url: EndpointURL, options: dict[str, Any] | None = None) -> En
         if from_env is None:
             raise URLError(f"{url.masked}: password_env: the environment variable {source} is not set")
         password = from_env
+    refuse_placeholder(url, password)
     parts = urlsplit(url.raw)
     user, at, host = parts.netloc.rpartition("@")
     if not at:

@@ -287,3 +287,17 @@ def test_sigterm_during_a_replay_load_exits_143_with_nothing_accepted_lost(pytho
     assert got == [bp.parse_line(line).id for line in lines[:done]]
     summary = f"{done:,} events read"
     assert summary in stderr
+
+
+def test_a_load_that_resumes_from_its_checkpoint_says_so(corpus: Path, tmp_path: Path, capsys) -> None:
+    """`load --checkpoint` (with or without --follow) announces where it resumes, as replay and follow do."""
+    source, out, ck = tmp_path / "run.bp", tmp_path / "out.jsonl", tmp_path / "ck.json"
+    lines = (corpus / "bp" / "blackdiamond.bp").read_text().splitlines(keepends=True)
+    source.write_text("".join(lines[:20]))
+    assert main(["load", str(source), "--dest", f"file://{out}", "--checkpoint", str(ck)]) == 0
+    assert "resuming" not in capsys.readouterr().err
+    with source.open("a") as handle:
+        handle.write("".join(lines[20:]))
+    assert main(["load", str(source), "--dest", f"file://{out}", "--checkpoint", str(ck)]) == 0
+    assert f"streamer: resuming {source} from line 20 (checkpoint {ck})\n" in capsys.readouterr().err
+    assert len(out.read_text().splitlines()) == len(lines)

@@ -82,3 +82,24 @@ def test_demo_warns_of_nothing_and_suggests_commands_that_run_here(tmp_path: Pat
     script = script.relative_to(Path.cwd()) if script.is_relative_to(Path.cwd()) else script
     assert f"  try: {script} tail {tmp_path / 'demo' / 'events.jsonl'} --from-start" in err
     assert f"       {sys.executable} -m Pegasus.cli.pegasus-statistics -s all {tmp_path / 'demo' / 'workflow'}" in err
+
+
+def test_tail_refuses_files_that_are_no_event_files_with_a_hint(tmp_path: Path, capsys) -> None:
+    """Issue 26 item 7: `tail` of a dagman.out or a Stampede DB gave one parse error per line and exit 0."""
+    run = generate(tmp_path / "wf", jobs=3, scenario="success", seed=0)
+    dagman_out = next(run.glob("*.dagman.out"))
+    db = tmp_path / "x.stampede.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE workflow (wf_id INTEGER)")
+    for extra in (["--from-start", "--no-follow"], ["--no-follow"], []):
+        assert main(["tail", str(dagman_out), *extra]) == 2
+        out, err = capsys.readouterr()
+        assert out == ""
+        assert err == (f"streamer: error: {dagman_out}: not an event file (none of its first 5 lines is an event; "
+                       f"line 1: expected key=value, found '11/14/23'); this looks like a DAGMan log: "
+                       f"use streamer follow {run} --dest - (its events as they come) or streamer status {run} "
+                       f"--watch\n")
+        assert main(["tail", str(db), *extra]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err == (f"streamer: error: {db}: not an event file; this is an SQLite database "
+                                     "(a Stampede DB?): read it with pegasus-statistics or pegasus-analyzer\n")

@@ -29,3 +29,42 @@ def test_demo_replays_the_bundled_example_to_the_embedded_default(tmp_path: Path
     again = tmp_path / "again"
     subprocess.run([sys.executable, "-m", "streamer", "demo", "--out", str(again), "-q"], check=True, timeout=120)
     assert (again / "events.jsonl").read_text().splitlines() == events
+
+
+def test_demo_live_grows_a_workflow_that_follow_reads_as_replay_does(tmp_path: Path) -> None:
+    """Issue 26 item 15: a growing test workflow from one command, with what to run next printed, to try
+    `follow`, `tail`, `status --watch` and `serve` before a first real run."""
+    import re
+    import time
+
+    from tests.support.screen import Terminal
+
+    out = tmp_path / "demo"
+    term = Terminal(tmp_path, width=200)
+    try:
+        term.type(f"{sys.executable} -m streamer demo --live --out {out} --duration 4; echo EXIT=$?")
+        screen = term.wait_for(lambda s: "in another terminal" in s, "what to run next")
+        workflow = out / "live"
+        for command in (f"follow {workflow} --dest -", f"status {workflow} --watch", f"tail {out}/events.jsonl",
+                        f"serve --watch {out}"):
+            assert command in screen, screen
+        log = workflow / "live-0.dag.dagman.out"
+        follow = subprocess.Popen([sys.executable, "-m", "streamer", "follow", str(workflow), "--dest",
+                                   str(tmp_path / "followed.jsonl"), "--no-jobstate", "-q",
+                                   "--state", str(tmp_path / "state.json")])
+        sizes = set()
+        while follow.poll() is None and len(sizes) < 200:
+            sizes.add(log.stat().st_size)
+            time.sleep(0.05)
+        assert follow.wait(timeout=60) == 0
+        assert len(sizes) >= 3  # it grew while followed
+        final = term.wait_for(lambda s: re.search(r"^EXIT=\d", s, re.MULTILINE) is not None, "the demo's end")
+        assert "EXIT=0" in final and "DAGMan finished" in final
+    finally:
+        term.close()
+    replayed = tmp_path / "replayed.jsonl"
+    subprocess.run([sys.executable, "-m", "streamer", "replay", str(workflow), "--dest", str(replayed),
+                    "--no-jobstate", "-q", "--state", str(tmp_path / "replay-state.json")], check=True, timeout=120)
+    followed = [json.loads(line)["event_id"] for line in (tmp_path / "followed.jsonl").read_text().splitlines()]
+    assert followed and sorted(followed) == sorted(json.loads(line)["event_id"]
+                                                   for line in replayed.read_text().splitlines())

@@ -111,7 +111,7 @@ def test_env_example_is_complete() -> None:
 
 def test_no_secret_in_the_compose_file() -> None:
     text = COMPOSE.read_text()
-    for match in re.finditer(r"(?im)^\s*(\w*(?:PASSWORD|SECRET|TOKEN)\w*)\s*:\s*(\S.*)$", text):
+    for match in re.finditer(r"(?im)^\s*(\w*(?:PASSWORD|SECRET|TOKEN)\w*)\s*:[ \t]*(\S.*)$", text):
         assert match.group(2).startswith("${") and ":?" in match.group(2), match.group(0)
     example_values = [l.split("=", 1)[1] for l in ENV_EXAMPLE.read_text().splitlines()
                       if "PASSWORD=" in l and not l.startswith("#")]
@@ -153,7 +153,7 @@ def compose() -> dict[str, Any]:
 
 def test_compose_config_services(compose: dict[str, Any]) -> None:
     assert set(compose["services"]) == {"rabbitmq", "postgres", "elasticsearch", "elasticsearch-setup",
-                                        "logstash", "grafana", "streamer"}
+                                        "logstash", "grafana", "prometheus", "streamer"}
     for name, service in compose["services"].items():
         if name not in ONE_SHOT:
             assert "healthcheck" in service or name == "streamer", name
@@ -166,7 +166,7 @@ def test_compose_config_services(compose: dict[str, Any]) -> None:
             if volume["type"] == "bind" and name != "streamer":
                 assert volume.get("read_only") is True, (name, volume)  # config mounted read-only
     assert set(compose["volumes"]) >= {"rabbitmq-data", "postgres-data", "elasticsearch-data",
-                                       "logstash-data", "grafana-data"}
+                                       "logstash-data", "grafana-data", "prometheus-data"}
 
 
 def test_compose_start_order(compose: dict[str, Any]) -> None:

@@ -23,7 +23,8 @@ from streamer.cli.main import main
 def events_file(tmp_path: Path) -> Path:
     path = tmp_path / "in.bp"
     path.write_text("ts=2023-03-03T23:11:00.000000Z event=stampede.wf.plan level=Info "
-                    "xwf.id=f84f05fc-a8d0-42b5-bac5-52d6f41a77e3 submit.hostname=h\n")
+                    "xwf.id=f84f05fc-a8d0-42b5-bac5-52d6f41a77e3 submit.hostname=h "
+                    "root.xwf.id=f84f05fc-a8d0-42b5-bac5-52d6f41a77e3 submit.dir=/tmp/x dag.file.name=x.dag\n")
     return path
 
 

@@ -12,6 +12,7 @@ import os
 import signal
 import sqlite3
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -135,10 +136,31 @@ def test_sqlite_url_forms(tmp_path: Path) -> None:
     cwd = os.getcwd()
     os.chdir(tmp_path)
     try:
+        asyncio.run(load("sqlite:///rel.db", []))
+        (tmp_path / "sub").mkdir()
         asyncio.run(load("sqlite:///sub/rel.db", []))
     finally:
         os.chdir(cwd)
-    assert (tmp_path / "sub" / "rel.db").is_file()
+    assert (tmp_path / "rel.db").is_file() and (tmp_path / "sub" / "rel.db").is_file()
+
+
+def test_sqlite_three_slashes_to_a_missing_directory_is_refused(tmp_path: Path) -> None:
+    """`cd /tmp && streamer load x.bp --dest sqlite:///tmp/x.db` meant /tmp/x.db: it must not create
+    /tmp/tmp/x.db (and every directory on the way) and say ok; like file://, a missing directory is refused,
+    naming the absolute path it would write and the four-slash form."""
+    source = tmp_path / "x.bp"
+    source.write_text("ts=2023-11-14T22:13:01.000000Z event=stampede.xwf.start level=Info "
+                      "xwf.id=1e2a3b4c-0000-4000-8000-000000000001 restart_count=0\n")
+    done = subprocess.run([sys.executable, "-m", "streamer", "load", "x.bp", "--dest", "sqlite:///tmp/x.db"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0, done.stderr
+    assert not (tmp_path / "tmp").exists()
+    assert f"{tmp_path}/tmp/x.db" in done.stderr, done.stderr
+    assert "sqlite:////tmp/x.db" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    with pytest.raises(EndpointError, match="does not exist"):
+        asyncio.run(load(f"sqlite:///{tmp_path}/no/such/dir/x.db", []))
+    assert not (tmp_path / "no").exists()
 
 
 # ---------------------------------------------------------------- golden equality
@@ -419,7 +441,7 @@ def _clean_sqlite(tmp_path: Path, golden: Path, copies: int) -> dbcompare.Snapsh
 def _run_and_kill(python: str, url: str, golden: Path, copies: int, size: int, kill_after: int,
                   checkpoint: Path | None) -> None:
     """Start the loader child, SIGKILL it once `kill_after` batches are acknowledged, then rerun it to the end."""
-    args = [python, str(TESTS / "dbload_child.py"), url, str(golden), str(copies), str(size)]
+    args = [python, str(TESTS / "support" / "dbload_child.py"), url, str(golden), str(copies), str(size)]
     if checkpoint:
         args.append(str(checkpoint))
     child = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)

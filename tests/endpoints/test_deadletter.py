@@ -29,7 +29,7 @@ XWF = "1e2a3b4c-0000-4000-8000-000000000001"
 
 def job_info(job: str, second: int = 0) -> str:
     return (f"ts=2023-11-14T22:13:{second:02d}.000000Z event=stampede.job.info level=Info xwf.id={XWF} "
-            f"job.id={job} submit_file=j.sub type_desc=compute clustered=0 max_retries=3 task_count=1 "
+            f"job.id={job} submit_file=j.sub type=1 type_desc=compute clustered=0 max_retries=3 task_count=1 "
             "executable=/bin/true")
 
 
@@ -142,6 +142,63 @@ def test_unroutable_messages_are_dead_lettered(amqp_url: str, tmp_path: Path) ->
         assert done.returncode == 0, done.stderr
         assert again.read_bytes().splitlines() == [jsonenc.dumps(bp.parse_line(job_info(f"job{i}", i)))
                                                    for i in range(5)]
+    finally:
+        async def drop() -> None:
+            connection = await aio_pika.connect(amqp_url.replace("%2F", ""))
+            channel = await connection.channel()
+            await channel.exchange_delete(exchange)
+            await connection.close()
+        asyncio.run(drop())
+
+
+def test_a_dead_lettered_event_is_reported_once(postgres_dsn: str, tmp_path: Path) -> None:
+    """Issue 26 item 14: the database endpoint and the dead-letter layer each reported the refused event."""
+    with fresh_database_sync(postgres_dsn, "streamer_dl") as db:
+        source = tmp_path / "in.bp"
+        plan = (f"ts=2023-11-14T22:13:00.000000Z event=stampede.wf.plan level=Info xwf.id={XWF} "
+                "submit.hostname=h dax.label=d dax.version=1 dax.file=d.yml dag.file.name=d.dag "
+                "planner.version=5.1.3 grid_dn=None user=u submit.dir=/s argv=a root.xwf.id=" + XWF)
+        source.write_text("\n".join([plan, job_info("ok1", 1), job_info("x" * 300, 2)]) + "\n")
+        dead = tmp_path / "pg.dead.jsonl"
+        done = subprocess.run([sys.executable, "-m", "streamer", "load", str(source), "--dest",
+                               f"{db}?dead_letter={dead}"], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert len(dead.read_bytes().splitlines()) == 1
+        reports = [line for line in done.stderr.splitlines() if "300 characters" in line]
+        assert len(reports) == 1, done.stderr
+        assert "refused, written to" in reports[0] and "the column holds 255" in reports[0]
+        (line,) = [line for line in done.stderr.splitlines() if " -> postgresql://" in line]
+        assert line.split(" -> ")[0].strip() == "2" and line.endswith(f"ok · 1 dead-lettered to {dead}"), line
+
+
+@pytest.mark.rabbitmq
+def test_unroutable_events_are_neither_reported_twice_nor_summarised_as_delivered(amqp_url: str,
+                                                                                  tmp_path: Path) -> None:
+    """Issue 26 items 11 and 14: `5 events were unroutable` was followed by `5 -> amqp… ok`, and each
+    dead-lettered message was reported by the AMQP endpoint and again by the dead-letter layer."""
+    import aio_pika
+
+    exchange = f"streamer-dl-{uuid.uuid4().hex[:10]}"
+    source = tmp_path / "in.bp"
+    source.write_text("\n".join(job_info(f"job{i}", i) for i in range(5)) + "\n")
+    dead = tmp_path / "amqp.dead.jsonl"
+    try:
+        done = subprocess.run([sys.executable, "-m", "streamer", "load", str(source), "--dest",
+                               f"{amqp_url}/{exchange}?events=*&spool=off"],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        (line,) = [line for line in done.stderr.splitlines() if f"/{exchange}" in line and " -> " in line]
+        assert line.split(" -> ")[0].strip() == "0", done.stderr
+        assert line.endswith("ok · 5 unroutable (no queue bound: the broker dropped them)"), done.stderr
+        done = subprocess.run([sys.executable, "-m", "streamer", "load", str(source), "--dest",
+                               f"{amqp_url}/{exchange}?events=*&dead_letter={dead}&spool=off"],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert len(dead.read_bytes().splitlines()) == 5
+        per_event = [line for line in done.stderr.splitlines() if "no queue bound" in line]
+        assert len(per_event) == 5 and all("refused, written to" in line for line in per_event), done.stderr
+        (line,) = [line for line in done.stderr.splitlines() if f"/{exchange}" in line and " -> " in line]
+        assert line.split(" -> ")[0].strip() == "0" and line.endswith(f"ok · 5 dead-lettered to {dead}")
     finally:
         async def drop() -> None:
             connection = await aio_pika.connect(amqp_url.replace("%2F", ""))

@@ -299,3 +299,21 @@ async def test_same_rows_and_statistics_as_monitord_into_mariadb(tmp_path: Path,
     finally:
         for db in (theirs_db, ours_db):
             await _query(mysql_server, None, f'DROP DATABASE IF EXISTS "{db}"')
+
+
+def test_replica_catalog_and_updates_are_multi_row_statements() -> None:
+    """asyncmy's executemany sends an INSERT ... SELECT or an UPDATE once per row: each is one statement here."""
+    from streamer.endpoints.db.mysql import statements
+    from streamer.endpoints.db.plan import Plan
+
+    plan = Plan()
+    for i in range(100):
+        plan.rc_lfn[f"f{i}"] = None
+        plan.rc_meta[(f"f{i}", "size")] = str(i)
+        plan.rc_pfn[(f"f{i}", f"file:///d/f{i}", None)] = None
+        plan.wf_files[(1, 2, f"f{i}")] = "input"
+        plan.updates.setdefault("job_instance", {})[i + 1] = {"exitcode": 0, "local_duration": 1.5}
+    calls = {sql.split(" ")[0] + " " + sql.split(" ")[2 if sql.startswith("INSERT") else 1]: len(rows)
+             for sql, rows in statements(plan)}
+    assert calls == {"INSERT rc_lfn": 100, "UPDATE job_instance": 1, "INSERT rc_pfn": 1, "INSERT rc_meta": 1,
+                     "INSERT workflow_files": 1}  # rc_lfn: INSERT ... VALUES, which asyncmy sends as one statement

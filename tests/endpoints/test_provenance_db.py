@@ -150,3 +150,75 @@ async def test_postgres_rows_equal_the_records_beside_the_stampede_schema(pg_db:
         assert stack == best["call_stack"][0]["func"]
     finally:
         await conn.close()
+
+
+# ---------------------------------------------------------------- MySQL / MariaDB (issue 26.20)
+
+@pytest.fixture
+async def mysql_url(mysql_server: str) -> Any:
+    from tests.endpoints.test_mysql import _query
+
+    name = f"streamer_test_{__import__('uuid').uuid4().hex[:12]}"
+    try:
+        yield f"{mysql_server}/{name}"
+    finally:
+        await _query(mysql_server, None, f'DROP DATABASE IF EXISTS "{name}"')
+
+
+async def mysql_rows(url: str) -> dict[str, dict[str, dict[str, Any]]]:
+    from tests.endpoints.test_mysql import _query
+
+    server, database = url.rsplit("/", 1)
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for table in provenance_schema.TABLES:
+        names = ("event_id", *(c for c, _, _ in table.columns), "extra")
+        quoted = ", ".join(f'"{n}"' for n in names)
+        for row in await _query(server, database, f'SELECT {quoted} FROM "chimbuko_{table.collection}"'):
+            record = dict(zip(names, row))
+            out.setdefault(table.collection, {})[record["event_id"]] = provenance_schema.record_of_row(table, record)
+    return out
+
+
+@pytest.mark.mysql
+@pytest.mark.parametrize("size", [40, 5000])
+async def test_mysql_rows_equal_the_records_beside_the_stampede_schema(mysql_url: str, size: int) -> None:
+    from streamer.endpoints.db.mysql import MySQLEndpoint
+    from tests.endpoints.test_mysql import _query
+
+    assert MySQLEndpoint.default_events == "stampede.*,chimbuko.*"  # routed there by default, as to the others
+    endpoint = await load(mysql_url, STAMPEDE + EVENTS, size=size)
+    assert endpoint.stats.events == len(STAMPEDE + EVENTS)  # what the summary says was written
+    assert await mysql_rows(mysql_url) == expected_rows()
+    await load(mysql_url, EVENTS[::-1], size=17)  # re-read: nothing added
+    assert await mysql_rows(mysql_url) == expected_rows()
+    # global statistics: a newer record of the same identity replaces the row
+    first = COLLECTIONS["func_stats"][0]
+    newer = {**first, "runtime_profile": {**first["runtime_profile"], "note": "rerun"}, "__id": 77}
+    event_id = chimbuko.event_from_record(first, collection="func_stats").id
+    await load(mysql_url, [chimbuko.event_from_record(newer, collection="func_stats")])
+    assert (await mysql_rows(mysql_url))["func_stats"][event_id] == {k: v for k, v in newer.items() if v is not None}
+    server, database = mysql_url.rsplit("/", 1)
+    tables = {r[0] for r in await _query(server, database, "SHOW TABLES")}
+    assert {f"chimbuko_{c}" for c in chimbuko.COLLECTIONS} <= tables and "workflow" in tables
+    assert await _query(server, database, "SELECT COUNT(*) FROM workflow") == [(1,)]
+    indexes = {r[2] for r in await _query(server, database, 'SHOW INDEX FROM "chimbuko_anomalies"')}
+    assert {"chimbuko_anomalies_func", "chimbuko_anomalies_rank_step", "chimbuko_anomalies_score"} <= indexes
+
+
+@pytest.mark.mysql
+def test_mysql_load_of_records_keeps_them_all(tmp_path: Path, mysql_url: str, python: str) -> None:
+    """`streamer load records.jsonl --dest mysql://…` writes every record, as SQLite does (not `0 -> … ok`)."""
+    import asyncio
+    import subprocess
+
+    from streamer.events import jsonenc
+
+    path = tmp_path / "records.jsonl"
+    path.write_bytes(b"".join(jsonenc.dumps(e) + b"\n" for e in EVENTS[:10]))
+    run = subprocess.run([python, "-m", "streamer", "load", str(path), "--dest", mysql_url, "--dest",
+                          f"sqlite:///{tmp_path}/x.db"], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert "Traceback" not in run.stderr
+    got = asyncio.run(mysql_rows(mysql_url))
+    assert sum(len(rows) for rows in got.values()) == 10
+    assert got == sqlite_rows(tmp_path / "x.db")

@@ -18,6 +18,7 @@ by construction.
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import signal
 import subprocess
@@ -235,3 +236,78 @@ async def test_amqp_spool_of_an_earlier_version_is_delivered_first(amqp_url: str
     # the new events joined the spool behind the old ones while it was being delivered
     assert endpoint.drained == len(events) and endpoint.spooled == len(events) - 40
     assert not list(spool_dir.glob("*.seg"))
+
+
+def _bp_lines(start: int, count: int) -> str:
+    return "".join(f"ts=2023-11-14T22:13:{i % 60:02d}.000000Z event=stampede.xwf.start level=Info "
+                   f"xwf.id=1e2a3b4c-0000-4000-8000-0000000000{i % 100:02d} restart_count={i}\n"
+                   for i in range(start, start + count))
+
+
+@pytest.mark.rabbitmq
+async def test_load_to_a_mistyped_broker_port_fails_fast_and_the_corrected_run_drains_its_spool(
+        amqp_url: str, tmp_path: Path) -> None:
+    """`load` to a broker never reached (a port nothing listens on) exits at once, not after drain_timeout's
+    300 s, saying where the events wait; SIGTERM while the broker is away ends the wait at once; the corrected
+    run (the right port, same exchange) announces the spool the mistyped one left and delivers it first
+    (issue 26 item 8)."""
+    import os
+    import sys
+
+    from tests.support.ownservers import free_port
+
+    env = {**os.environ, "STREAMER_STATE_DIR": str(tmp_path / "state")}
+    exchange = unique("spool-mistyped")
+    first, second, third = tmp_path / "a.bp", tmp_path / "b.bp", tmp_path / "c.bp"
+    first.write_text(_bp_lines(0, 5))
+    second.write_text(_bp_lines(5, 3))
+    third.write_text(_bp_lines(8, 2))
+    wrong = f"amqp://guest:guest@127.0.0.1:{free_port()}/%2F/{exchange}?events=*"
+    started = time.monotonic()
+    done = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "streamer", "load", str(first),
+                                                    "--dest", wrong], capture_output=True, text=True, env=env,
+                                   timeout=120)
+    assert time.monotonic() - started < 60, "waited for a broker it never reached"
+    assert done.returncode == 1, done.stderr
+    assert "never reached" in done.stderr and "5 events" in done.stderr and str(tmp_path / "state") in done.stderr
+    assert "guest:guest" not in done.stderr
+
+    forwarder = Forwarder()  # a broker that is there, then goes away: SIGTERM must not wait 300 s for it
+    port = await forwarder.start()
+    forwarder.up = True
+    away = f"amqp://guest:guest@127.0.0.1:{port}/%2F/{exchange}?events=*&retry_max=0.5"
+    run = subprocess.Popen([sys.executable, "-m", "streamer", "load", str(second), "--follow", "--dest", away],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        async with Capture(amqp_url, exchange) as capture:
+            await capture.start()
+            # another address of the same exchange: the mistyped run's 5 events are taken in and delivered first
+            assert len(await capture.wait_for(5 + 3)) == 5 + 3
+            forwarder.down()
+            with second.open("a") as handle:
+                handle.write(_bp_lines(20, 4))
+            spools = tmp_path / "state" / "amqp-spool"
+            for _ in range(300):
+                if sum(spooled_bytes(p) for p in spools.iterdir()) > 0:  # the 4 new events, spooled
+                    break
+                await asyncio.sleep(0.1)
+            else:
+                raise AssertionError("nothing spooled while the broker was away")
+            run.send_signal(signal.SIGTERM)
+            _, err = await asyncio.to_thread(run.communicate, timeout=60)  # not drain_timeout's 300 s
+            assert "5 events an earlier run spooled" in err and "4 events stay" in err, err
+
+            right = f"{amqp_url}/{exchange}?events=*"
+            done = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "streamer", "load", str(third),
+                                                            "--dest", right], capture_output=True, text=True,
+                                           env=env, timeout=120)
+            assert done.returncode == 0, done.stderr
+            assert "4 events an earlier run spooled" in done.stderr, done.stderr
+            messages = await capture.wait_for(3 + 5 + 4 + 2)
+        assert sorted(json.loads(m.body)["restart_count"] for m in messages) == sorted(
+            [*range(0, 10), *range(20, 24)])
+        assert not [p for p in (tmp_path / "state" / "amqp-spool").iterdir() if any(p.glob("*.seg"))]
+    finally:
+        if run.poll() is None:
+            run.kill()
+        await forwarder.close()

@@ -32,10 +32,10 @@ def test_colour_follows_the_outcome_not_monitords_level() -> None:
     assert f"{YELLOW}stampede.job_inst.held.start" in pretty_line(bp.parse_line(HELD), colour=True)
 
 
-def test_compact_line_by_default_and_every_field_with_verbose() -> None:
+def test_compact_line_by_default_and_every_field_with_verbose(in_utc: None) -> None:
     event = bp.parse_line(MAIN_END)
     line = pretty_line(event, colour=False)
-    assert line == ("2023-03-03 23:11:04 f84f05fc stampede.job_inst.main.end        ls_ID0000001#2 site=condorpool "
+    assert line == ("2023-03-03 23:11:04 UTC f84f05fc stampede.job_inst.main.end        ls_ID0000001#2 site=condorpool "
                     "user=mzalam local.dur=1 exitcode=512 sched.id=9.0 status=-1 stderr.text=\"tar: write error\"")
     stream = io.StringIO()
     full = TerminalEndpoint(EndpointURL.parse("term:?fields=all"), stream=stream).render(event)

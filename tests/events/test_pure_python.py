@@ -60,6 +60,9 @@ NOT_IN_PURE_RUN = {  # module -> why scripts/test.sh does not run it a second ti
     "tests/endpoints/test_amqp.py": "server round trips: the codec paths are those of test_codecs",
     "tests/endpoints/test_amqp_fault.py": "server faults and restarts: no codec path of its own",
     "tests/endpoints/test_db.py": "server round trips: the codec paths are those of test_codecs",
+    "tests/docs/test_reference.py": "generates the reference pages from the schema: no codec path",
+    "tests/endpoints/test_concurrent_writers.py": "many writers into servers: the codec paths are those of "
+                                                  "test_codecs",
     "tests/endpoints/test_mysql.py": "server round trips: the codec paths are those of test_codecs",
     "tests/deploy/test_deploy_fields.py": "deployment templates against the schema: no codec path",
     "tests/deploy/test_deploy_rabbitmq.py": "a RabbitMQ deployment: no codec path of its own",
@@ -74,6 +77,8 @@ NOT_IN_PURE_RUN = {  # module -> why scripts/test.sh does not run it a second ti
     "tests/endpoints/test_spooling.py": "servers stopped and cut, a full filesystem: the spool's codec is the "
                                           "overflow's (events.codec.JSON_LINES), whose paths test_overflow and "
                                           "test_codecs run pure",
+    "tests/util/test_mask_places.py": "passwords masked where URLs are printed: no codec path of its own",
+    "tests/docs/test_reference.py": "the reference pages generated from declarations: no codec path",
     "tests/cli/test_first_hour.py": "command-line behaviours (PostgreSQL, resume, options): codec paths of "
                                     "test_codecs and test_cli_load",
 }

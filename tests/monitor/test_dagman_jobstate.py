@@ -56,25 +56,88 @@ def test_seed_001_example_gives_monitord_events(tmp_path: Path) -> None:
         ("xwf.start", None, None, None, None, None, None),
         ("job.info", "NodeA", None, None, None, None, None),  # no .dag found: at the node's first line
         ("job_inst.pre.start", "NodeA", 1, 1, None, None, None),
-        ("job_inst.pre.end", "NodeA", 1, 2, None, 0, 0),
-        ("job_inst.submit.start", "NodeA", 1, 3, "4973.0", None, None),
-        ("job_inst.submit.end", "NodeA", 1, 3, "4973.0", 0, None),
-        ("job_inst.main.start", "NodeA", 1, 4, "4973.0", None, None),
-        ("job_inst.main.term", "NodeA", 1, 5, "4973.0", 0, None),
-        ("job_inst.main.end", "NodeA", 1, 6, "4973.0", 0, 0),
-        ("job_inst.post.start", "NodeA", 1, 7, "4973.0", None, None),
-        ("job_inst.post.term", "NodeA", 1, 8, "4973.0", None, None),
-        ("job_inst.post.end", "NodeA", 1, 9, "4973.0", 0, 0),
+        ("job_inst.pre.term", "NodeA", 1, 2, None, None, None),  # monitord's, as from a dagman.out
+        ("job_inst.pre.end", "NodeA", 1, 3, None, 0, 0),
+        ("job_inst.submit.start", "NodeA", 1, 4, "4973.0", None, None),
+        ("job_inst.submit.end", "NodeA", 1, 4, "4973.0", 0, None),
+        ("job_inst.main.start", "NodeA", 1, 5, "4973.0", None, None),
+        ("job_inst.main.term", "NodeA", 1, 6, "4973.0", 0, None),
+        ("job_inst.main.end", "NodeA", 1, 7, "4973.0", 0, 0),
+        ("job_inst.post.start", "NodeA", 1, 8, "4973.0", None, None),
+        ("job_inst.post.term", "NodeA", 1, 9, "4973.0", None, None),
+        ("job_inst.post.end", "NodeA", 1, 10, "4973.0", 0, 0),
         ("xwf.end", None, None, None, None, 0, None),
     ]
     assert events[0].fields["ts"] == 1292620511 and events[-1].fields["ts"] == 1292620535
-    submit = events[5]
+    submit = events[6]
     assert submit.name == "stampede.job_inst.submit.start"
     assert submit.fields["site"] == "local"
-    main_end = events[9]
+    main_end = events[10]
     assert main_end.fields["site"] == "local" and main_end.fields["local.dur"] == 1  # EXECUTE 525 -> TERMINATED 526
     assert events[0].fields["dag.file.name"] == "diamond.jobstate.log"
     assert events[0].fields["submit.dir"] == str(tmp_path.resolve())
+
+
+def _pre_states(events: list, node: str) -> list[tuple[str, int, int | float]]:
+    return [(e.name.removeprefix("stampede.job_inst."), e.fields["js.id"], e.fields["ts"]) for e in events
+            if e.name.startswith("stampede.job_inst.pre.") and e.fields.get("job.id") == node]
+
+
+def test_pre_script_terminated_is_not_lost(tmp_path: Path) -> None:
+    """Issue 26.19: DAGMan writes no PRE_SCRIPT_TERMINATED, monitord's dagman.out reading makes one (and
+    writes it into its own jobstate.log): pre.start, pre.term, pre.end as from the dagman.out, with its row."""
+    plain = tmp_path / "plain.jobstate.log"
+    plain.write_text(seed_example())
+    events = asyncio.run(_events(JobstateSource(plain, state_path=tmp_path / "s1")))
+    assert _pre_states(events, "NodeA") == [("pre.start", 1, 1292620523), ("pre.term", 2, 1292620523),
+                                            ("pre.end", 3, 1292620523)]
+    # the lines after it count on from there, as monitord's do
+    assert [(e.name, e.fields["js.id"]) for e in events if e.name == "stampede.job_inst.submit.start"] == [
+        ("stampede.job_inst.submit.start", 4)]
+    # a jobstate.log monitord wrote has the line itself: one pre.term, with that line's number
+    written = tmp_path / "monitord" / "jobstate.log"
+    written.parent.mkdir()
+    written.write_text("1292620511 INTERNAL *** DAGMAN_STARTED 4972.0 ***\n"
+                       "1292620523 NodeA PRE_SCRIPT_STARTED - local - 1\n"
+                       "1292620524 NodeA PRE_SCRIPT_TERMINATED - local - 1\n"
+                       "1292620525 NodeA PRE_SCRIPT_SUCCESS - local - 1\n")
+    events = asyncio.run(_events(JobstateSource(written, state_path=tmp_path / "s2")))
+    assert _pre_states(events, "NodeA") == [("pre.start", 1, 1292620523), ("pre.term", 2, 1292620524),
+                                            ("pre.end", 3, 1292620525)]
+    # a failed PRE script terminates too, before its pre.end and main.end
+    failed = tmp_path / "failed" / "jobstate.log"
+    failed.parent.mkdir()
+    failed.write_text("5 D PRE_SCRIPT_STARTED - - - 6\n6 D PRE_SCRIPT_FAILURE - - - 6\n")
+    events = asyncio.run(_events(JobstateSource(failed, state_path=tmp_path / "s3")))
+    assert [(e.name.removeprefix("stampede.job_inst."), e.fields["js.id"], e.fields.get("status"))
+            for e in events if e.name.startswith("stampede.job_inst.")] == [
+        ("pre.start", 1, None), ("pre.term", 2, None), ("pre.end", 3, -1), ("main.end", 3, -1)]
+
+
+def test_pre_script_states_equal_the_dagman_out_s(tmp_path: Path, python: str) -> None:
+    """The same DAGMan run read from its jobstate.log and from its dagman.out: the same PRE script states,
+    numbers and times, and the PRE_SCRIPT_TERMINATED row in the database."""
+    from tests.support.dagjobstate import write_plain_dagman_out
+
+    log = write_plain_dag(tmp_path / "log")
+    from_log = asyncio.run(_events(JobstateSource(log, state_path=tmp_path / "s")))
+    dagman_out = write_plain_dagman_out(tmp_path / "out")
+    out = tmp_path / "out.jsonl"
+    run = subprocess.run([python, "-m", "streamer", "replay", str(dagman_out), "--timezone", "UTC", "-q",
+                          "--dest", str(out)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    from_out = [(e["event"].removeprefix("stampede.job_inst."), e["js_id"], e["ts"]) for e in
+                (json.loads(line) for line in out.read_text().splitlines())
+                if e["event"].startswith("stampede.job_inst.pre.") and e["job_id"] == "A"]
+    assert _pre_states(from_log, "A") == from_out == [
+        ("pre.start", 1, 1700000002), ("pre.term", 2, 1700000003), ("pre.end", 3, 1700000003)]
+    db = tmp_path / "log.db"
+    run = subprocess.run([python, "-m", "streamer", "replay", str(log), "-q", "--dest", f"sqlite:///{db}"],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    states = [row[2:] for row in _db_rows(db)["jobstate"] if row[:2] == ("A", 1)]
+    assert sorted(states, key=lambda r: r[1])[:3] == [("PRE_SCRIPT_STARTED", 1), ("PRE_SCRIPT_TERMINATED", 2),
+                                                     ("PRE_SCRIPT_SUCCESS", 3)]
 
 
 def test_workflow_id_is_stable_and_comes_from_the_dag_path(tmp_path: Path) -> None:
@@ -138,6 +201,9 @@ def _jobstate_rows_expected() -> list[tuple[str, int, str, int]]:
         if parts[0] == "INTERNAL":
             continue
         key = (parts[0], int(parts[5]))
+        if parts[1] in ("PRE_SCRIPT_SUCCESS", "PRE_SCRIPT_FAILURE"):  # monitord's PRE_SCRIPT_TERMINATED first
+            counters[key] = counters.get(key, 0) + 1
+            rows.append((parts[0], key[1], "PRE_SCRIPT_TERMINATED", counters[key]))
         counters[key] = counters.get(key, 0) + 1
         if parts[1] in ("JOB_SUSPENDED", "JOB_UNSUSPENDED"):
             continue
@@ -207,7 +273,7 @@ def test_load_recognises_a_jobstate_log_by_content(tmp_path: Path, python: str) 
     events = [json.loads(line) for line in out.read_text().splitlines()]
     # no .dag names history.txt as its JOBSTATE_LOG: no edges, job.info from the lines themselves
     by_dag = asyncio.run(_events(JobstateSource(path, state_path=tmp_path / "st")))
-    assert len(events) == len([e for e in by_dag if e.name != "stampede.job.edge"]) == 57
+    assert len(events) == len([e for e in by_dag if e.name != "stampede.job.edge"]) == 60
     assert events[0]["event"] == "stampede.wf.plan"
     mixed = subprocess.run([python, "-m", "streamer", "load", str(renamed), str(out), "--dest", str(tmp_path / "x.bp")],
                            capture_output=True, text=True)
@@ -277,7 +343,7 @@ def test_follow_kill9_resume_loses_and_repeats_nothing(tmp_path: Path, python: s
             proc.kill()
             proc.wait()
     reference = asyncio.run(_events(JobstateSource(path, state_path=tmp_path / "refstate")))
-    assert len(reference) == 61
+    assert len(reference) == 64
     got = [json.loads(line) for line in out.read_text().splitlines()]
     assert [e["event_id"] for e in got] == [e.id for e in reference]
 
@@ -380,7 +446,7 @@ def test_follow_ends_when_dagman_has_finished(tmp_path: Path, python: str) -> No
             proc.kill()
             proc.wait()
     assert proc.returncode == 0, err
-    assert out.read_text().count("\n") == 61
+    assert out.read_text().count("\n") == 64
 
 
 def test_follow_of_a_plain_dagman_out_ends_with_dagman(tmp_path: Path, python: str) -> None:

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support.fuzz_targets import TARGETS
+from tests.support.fuzz_targets import TARGETS, TRAVERSAL
 
 HOSTILE = [
     b"[" * 20_000, b"{a: " * 5_000, b"- " * 20_000, b"\n" + b" " * 5_000 + b"a: 1", b"x" * 300_000,
@@ -28,6 +28,7 @@ HOSTILE = [
     "\uff11".encode(),  # digits Python's isdigit() takes and int() may not
     b"&a [x, x, x]\n", b"*a", b"[*a, *a, *a, *a]", b"!!python/object/apply:os.system ['true']",
     b"!!python/name:os.system", b"<<: *a",  # anchors, aliases and tags a kickstart record never holds
+    *TRAVERSAL,  # what a workflow may put where streamer takes a name or a path (issue 27)
 ]
 
 EXAMPLES = int(os.environ.get("STREAMER_FUZZ_EXAMPLES", "150"))
@@ -100,3 +101,21 @@ FOUND = [  # what the fuzzers found, fixed and kept here so it stays fixed
 @pytest.mark.parametrize("name, data", FOUND)
 def test_findings_stay_fixed(name: str, data: bytes) -> None:
     TARGETS[name].run(data)
+
+
+MEGABYTE = b"a." * 500_000
+"""A 1 MB name or value (letters and dots: what the old password mask was quadratic on)."""
+
+
+@pytest.mark.parametrize("name", sorted(TARGETS))
+def test_target_takes_megabyte_names_and_traversal_strings(name: str) -> None:
+    """Every target, given its first seeds with a 1 MB token or a traversal string put in after each `=`,
+    `:` or blank of the first line (where names and values sit), returns or refuses as documented: no other
+    exception, no stall (the suite's timeout bounds it)."""
+    target = TARGETS[name]
+    for seed in target.seeds()[:3]:
+        for piece in (MEGABYTE, b"../../../ESCAPED", b"%2e%2e%2f"):
+            first = seed.split(b"\n", 1)[0]
+            at = max(first.find(b"="), first.find(b":"), first.find(b" ")) + 1
+            target.run(seed[:at] + piece + seed[at:])
+        target.run(MEGABYTE)

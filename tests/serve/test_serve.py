@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from streamer.cli.main import main as cli
+from streamer.cli import main as cli
 from streamer.serve.discovery import classify
 from streamer.synth import generate, iter_dagman_chunks
 from tests.support import dbcompare
@@ -331,7 +331,7 @@ async def test_a_dagman_out_write_wakes_the_workflow_that_owns_it(tmp_path: Path
 def test_serve_metrics_count_every_workflow(tmp_path: Path) -> None:
     """`serve --metrics`: one exporter for all followed workflows: the active count while they run and
     the events a shared endpoint got, equal to what it wrote."""
-    from tests.metrics.test_metrics import get, samples
+    from tests.run.test_metrics import get, samples
     from tests.support.ownservers import free_port
 
     workflows = make_workflows(tmp_path, 2, set())

@@ -199,6 +199,87 @@ def test_unwritable_destination_is_a_clear_error(python: str, good_lines: list[s
     assert f"{tmp_path}/dir.jsonl: is a directory" in run.stderr
 
 
+def test_a_line_that_is_no_json_in_a_jsonl_file_gets_a_json_message(python: str, good_lines: list[str],
+                                                                     tmp_path: Path) -> None:
+    """Issue 26 item 14: it got the BP parser's `expected key=value, found 'this'`."""
+    events = [bp.parse_line(line) for line in good_lines[:2]]
+    source, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    source.write_text("\n".join([jsonenc.dumps(events[0]).decode(), "this is not json", "[1, 2]", "x" * 200,
+                                 jsonenc.dumps(events[1]).decode()]) + "\n")
+    run = streamer("load", "in.jsonl", "--dest", f"file://{out}", cwd=tmp_path)
+    assert run.returncode == 0
+    assert run.stderr.splitlines()[:3] == [
+        "streamer: in.jsonl:2: not a JSON object (a .jsonl file holds one JSON event per line): 'this is not json'",
+        "streamer: in.jsonl:3: not a JSON object (a .jsonl file holds one JSON event per line): '[1, 2]'",
+        f"streamer: in.jsonl:4: not a JSON object (a .jsonl file holds one JSON event per line): '{'x' * 40}…'"]
+    assert output_events(out) == events
+
+# ---------------------------------------------------------------- the schema's constraints (issue 26.21)
+
+WF = "ea17e8ac-02ac-4909-b5e3-16e367392556"
+JOB_INFO = ("ts=2023-03-04T06:23:33.000000Z event=stampede.job.info xwf.id=" + WF + " job.id=j1 submit_file=j1.sub "
+            "type=1 type_desc=compute clustered=0 max_retries=3 task_count=1 executable=/bin/true")
+AGAINST_THE_SCHEMA = [
+    ("ts=2023-03-04T06:23:33.000000Z event=stampede.xwf.start xwf.id=" + WF,
+     "stampede.xwf.start: mandatory field restart_count missing"),
+    (JOB_INFO.replace("clustered=0", "clustered=2"), "stampede.job.info: field clustered = 2 is not within 0..1"),
+    (JOB_INFO.replace("type=1 ", "type=12 "), "stampede.job.info: field type = 12 is not within 0..11"),
+    (JOB_INFO.replace("type_desc=compute", "type_desc=teleport"),
+     "stampede.job.info: field type_desc = 'teleport' is not a task type of the schema"),
+]
+
+
+@pytest.mark.parametrize("form", ["bp", "jsonl"])
+def test_events_against_the_schema_are_refused_with_file_and_line(tmp_path: Path, form: str) -> None:
+    good = [f"ts=2023-03-04T06:23:3{i}.000000Z event=stampede.xwf.start xwf.id={WF} restart_count={i}"
+            for i in range(3)] + [JOB_INFO, JOB_INFO.replace("xwf.id=" + WF, "xwf.id=not-a-uuid")]
+    lines = [good[0], *(bad for bad, _ in AGAINST_THE_SCHEMA), *good[1:]]
+    if form == "jsonl":  # the same refusals when the events come as monitord's JSON
+        text = [jsonenc.dumps(bp.parse_line(line)).decode() for line in lines]
+    else:
+        text = lines
+    source, out = tmp_path / f"in.{form}", tmp_path / "out.jsonl"
+    source.write_text("\n".join(text) + "\n")
+    run = streamer("load", source.name, "--dest", f"file://{out}", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    for number, (_, reason) in enumerate(AGAINST_THE_SCHEMA, 2):
+        assert f"streamer: {source.name}:{number}: {reason}" in run.stderr
+    assert f"{len(AGAINST_THE_SCHEMA)} malformed line(s) skipped" in run.stderr
+    assert output_events(out) == [bp.parse_line(line) for line in good]  # a non-UUID workflow id is kept
+    strict = streamer("load", source.name, "--dest", f"file://{tmp_path}/strict.jsonl", "--strict",
+                      cwd=tmp_path)
+    assert strict.returncode == 1
+    assert f"{source.name}:2: {AGAINST_THE_SCHEMA[0][1]}" in strict.stderr
+
+
+def test_a_message_against_the_schema_is_not_an_event() -> None:
+    """The AMQP sources decode through `decode_message`: the same refusal (the message is counted as bad)."""
+    from streamer.sources.amqp.tail import decode_message
+
+    body = jsonenc.dumps(bp.parse_line(JOB_INFO.replace("clustered=0", "clustered=2")))
+    with pytest.raises(ValueError, match="field clustered = 2 is not within 0..1"):
+        decode_message(body)
+    assert decode_message(jsonenc.dumps(bp.parse_line(JOB_INFO))).fields["clustered"] == 0
+
+
+def test_streamer_s_own_output_reads_back_without_refusal(tmp_path: Path) -> None:
+    """What the monitor emits where a fact is absent (a plain DAG: no Pegasus submit files, no planner; a job
+    never given a condor id) is monitord's tolerance too: the engine's output loads again with nothing refused."""
+    from streamer.synth import generate
+    from tests.support.dagjobstate import write_plain_dag, write_plain_dagman_out
+
+    inputs = [write_plain_dag(tmp_path / "plain"), write_plain_dagman_out(tmp_path / "out"),
+              generate(tmp_path / "wf", jobs=6, scenario="submit_failure,pre_failure,clustered,hierarchical", seed=7)]
+    for i, path in enumerate(inputs):
+        out = tmp_path / f"events{i}.jsonl"
+        run = streamer("replay", str(path), "--timezone", "UTC", "-q", "--no-jobstate", "--dest", str(out),
+                       timeout=120)
+        assert run.returncode == 0, run.stderr
+        again = streamer("load", str(out), "--dest", f"file://{tmp_path}/again{i}.jsonl")
+        assert again.returncode == 0, again.stderr
+        assert "malformed" not in again.stderr, again.stderr
+        assert output_events(tmp_path / f"again{i}.jsonl") == output_events(out)
+
 def test_malformed_lines_are_counted_as_dropped_input(good_lines: list[str], tmp_path: Path) -> None:
     """Each batch says how many lines it left out: the bus sums them for the summary and
     `streamer_input_dropped_total{reason="bad_line"}` (issue 27)."""

@@ -490,3 +490,53 @@ def test_an_orphan_is_refused_after_wait_parents(databases: tuple[str, str], tmp
     assert done.returncode == 0, done.stderr
     assert "unknown workflow 0d6d6a0e-0000-4000-8000-000000000001 (no stampede.wf.plan loaded for it) " \
            "(waited 0.5 s for it)" in done.stderr
+
+
+@pytest.mark.rabbitmq
+@pytest.mark.timeout(120)
+async def test_a_message_against_the_schema_is_dead_lettered_by_the_queue(amqp_url: str, tmp_path: Path) -> None:
+    """Issue 26.21: a message that breaks the schema's constraints (`clustered=2`, `xwf.start` without
+    `restart_count`) is rejected without requeueing: the queue's dead-letter exchange keeps it, where one is
+    configured; the events around it are delivered and acknowledged, and the run names and counts it."""
+    wf = "ea17e8ac-02ac-4909-b5e3-16e367392556"
+    good = [bp.parse_line(f"ts=2023-11-14T22:13:0{i}.000000Z event=stampede.xwf.start xwf.id={wf} "
+                          f"restart_count={i}") for i in range(3)]
+    job = (f"ts=2023-11-14T22:13:09.000000Z event=stampede.job.info xwf.id={wf} job.id=j1 submit_file=j1.sub "
+           "type=1 type_desc=compute clustered=2 max_retries=3 task_count=1 executable=/bin/true")
+    bad = [jsonenc.dumps(bp.parse_line(job)),
+           orjson.dumps({"event": "stampede.xwf.start", "ts": 1700000000, "xwf_id": wf})]
+    bodies = [jsonenc.dumps(good[0]), bad[0], jsonenc.dumps(good[1]), bad[1], jsonenc.dumps(good[2])]
+    queue, dlx, dead = unique("streamer-coll-dl"), unique("streamer-coll-dlx"), unique("streamer-coll-dead")
+    connection = await aio_pika.connect(amqp_url.replace("%2F", ""))
+    channel = await connection.channel()
+    exchange = await channel.declare_exchange(dlx, aio_pika.ExchangeType.FANOUT, auto_delete=False)
+    dead_queue = await channel.declare_queue(dead, durable=True)
+    await dead_queue.bind(exchange)
+    await channel.declare_queue(queue, durable=True, arguments={"x-dead-letter-exchange": dlx})
+    try:
+        for body in bodies:
+            await channel.default_exchange.publish(aio_pika.Message(body), routing_key=queue)
+        done = await asyncio.to_thread(subprocess.run, [
+            sys.executable, "-m", "streamer", "load", f"{amqp_url}/{queue}?idle=1&prefetch=2",
+            "--dest", str(tmp_path / "out.jsonl")], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        assert "field clustered = 2 is not within 0..1" in done.stderr
+        assert "stampede.xwf.start: mandatory field restart_count missing" in done.stderr
+        assert "Traceback" not in done.stderr
+        written = (tmp_path / "out.jsonl").read_bytes().splitlines()
+        assert written == [jsonenc.dumps(e) for e in good]
+        assert await queue_depth(amqp_url, queue) == 0
+        kept = []
+        deadline = time.monotonic() + 10
+        while len(kept) < 2 and time.monotonic() < deadline:
+            message = await dead_queue.get(no_ack=True, fail=False)
+            if message is None:
+                await asyncio.sleep(0.1)
+                continue
+            kept.append(message.body)
+        assert kept == bad
+    finally:
+        await channel.queue_delete(queue)
+        await channel.queue_delete(dead)
+        await channel.exchange_delete(dlx)
+        await connection.close()

@@ -155,10 +155,10 @@ def test_bp_ts_is_the_entry_time_of_an_execution() -> None:
     assert bp.format_event(event_of("metadata", COLLECTIONS["metadata"][0])).startswith("ts=1970-01-01T00:00:00")
 
 
-def test_pretty_lines() -> None:
+def test_pretty_lines(in_utc: None) -> None:
     record = COLLECTIONS["anomalies"][0]
     line = pretty_line(event_of("anomalies", record), colour=False)
-    assert line == (f"2023-11-14 22:13:{20 + (record['entry'] - 1_700_000_000_000_000) // 1_000_000:02d} anomaly"
+    assert line == (f"2023-11-14 22:13:{20 + (record['entry'] - 1_700_000_000_000_000) // 1_000_000:02d} UTC anomaly"
                     f"       {record['func']} rank={record['rid']} step={record['io_step']} "
                     f"runtime={record['runtime_total']}us score={record['outlier_score']:.3g} "
                     f"severity={record['outlier_severity']:.3g} [{record['event_id']}]"

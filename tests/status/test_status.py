@@ -23,7 +23,8 @@ import pytest
 from streamer.events import bp
 from streamer.events.tally.counts import DagCounts, document, percent
 from streamer.status.progress import DagmanProgress, SubmitDirProgress, find_dagmans
-from streamer.events.tally.tracker import STATUS_EVENTS, StatusTracker, exit_code, first_line
+from streamer.events.tally.excerpt import stderr_excerpt
+from streamer.events.tally.tracker import STATUS_EVENTS, StatusTracker, exit_code
 from streamer.synth import generate, iter_dagman_chunks
 from tests.support import commands
 
@@ -188,7 +189,7 @@ def test_live_view_renders_tree_held_jobs_and_failures(tmp_path: Path) -> None:
     assert "synth-0.dag" in text and "└─ inner.dag" in text and "TOTALS (17 jobs)" in text
     assert "finished" in text and "Held jobs" not in text
     assert re.search(r"Last failures\s*\n.*\n.*synth\s+findrange_ID0000001\s+1\s+worker-\d+\.synth\.example\.org\s+"
-                     r"2023-11-14 \S+ User task failed with exitcode 1", text)
+                     r"User task failed with exitcode 1", text)
 
 
 @pytest.mark.parametrize("watch", [[], ["--watch"]])
@@ -279,16 +280,16 @@ def test_tracker_follows_states_of_a_retried_and_held_job(tmp_path: Path) -> Non
     assert retried.retries == 1 and retried.site == "condorpool" and retried.host.endswith("synth.example.org")
     (failure,) = tracker.failures
     assert (failure.job, failure.exitcode, failure.instance) == ("findrange_ID0000001", 1, 3)
-    assert failure.stderr == "2023-11-14 22:14:05: User task failed with exitcode 1"  # after PegasusLite's banner
+    assert failure.stderr == "User task failed with exitcode 1"  # what explains it, not the wrapper's log
     assert failure.step == "job"
     assert tracker.finished and wf.state == "Success"
 
 
-def test_exit_code_and_first_line() -> None:
+def test_exit_code_and_stderr_excerpt() -> None:
     assert exit_code(256) == 1 and exit_code(0) == 0 and exit_code(-1) == -1 and exit_code("x") is None
-    assert first_line("%0A  %0Aboom: no such file%0Asecond") == "boom: no such file"
-    assert first_line("") is None and first_line(None) is None
-    assert first_line("2023-11-14 22:14:05: PegasusLite: version 5.0.5%0A2023-11-14 22:14:05: Executing on host w1"
+    assert stderr_excerpt("%0A  %0Aboom: no such file%0Asecond") == "boom: no such file"
+    assert stderr_excerpt("") is None and stderr_excerpt(None) is None
+    assert stderr_excerpt("2023-11-14 22:14:05: PegasusLite: version 5.0.5%0A2023-11-14 22:14:05: Executing on host w1"
                       "%0A%0A######################[Pegasus Lite] Executing the user task ######################"
                       "%0Atraceback: boom%0A") == "traceback: boom"
 
@@ -381,3 +382,58 @@ def test_submit_dir_rows_are_a_tree_and_late_sub_workflows_are_found(tmp_path: P
     rows = status.rows()
     assert [(r.depth, r.name, r.counts.succeeded) for r in rows] == [(0, "synth-0.dag", 8), (1, "inner.dag", 8)]
     assert status.finished
+
+
+DEPLOY_README_FILTER = ("stampede.wf.plan,stampede.xwf.*,stampede.job_inst.*,stampede.inv.*,stampede.int.metric,"
+                        "stampede.task.monitoring")
+"""What deploy/README.md suggests publishing to save bandwidth: no stampede.job.info (the retry limits)."""
+
+
+@pytest.mark.rabbitmq
+def test_amqp_status_says_it_waits_and_when_the_totals_cannot_be_complete(
+        scenario_dirs: dict[str, Path], tmp_path: Path, amqp_url: str, condor_q_stub: dict[str, str]) -> None:
+    """On a quiet exchange `status amqp://` says it is waiting (it used to wait silently); fed the filtered
+    exchange deploy/README suggests, its totals miss the failure (SUCCESS 2 FAILURE 0 where pegasus-status says
+    FAILURE 1) and it must say they cannot be complete, and why."""
+    from tests.support.amqphelp import Capture, unique
+
+    theirs = json.loads(pegasus_status(scenario_dirs["held_abort"], condor_q_stub))["totals"]
+    assert theirs["failed"] == 1
+    events = replay_to(scenario_dirs["held_abort"], tmp_path / "events.bp")
+    exchange, queue = unique("status-x"), unique("status-q")
+
+    async def scenario_run() -> tuple[str, str, str]:
+        async with Capture(amqp_url, exchange, durable_queue=queue):
+            run = subprocess.Popen([sys.executable, "-m", "streamer", "status", f"{amqp_url}/{exchange}",
+                                    "--queue", queue, "--idle", "1"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            try:
+                first = await asyncio.wait_for(asyncio.to_thread(run.stderr.readline), 30)  # type: ignore[union-attr]
+                streamer("load", str(events), "--dest", f"{amqp_url}/{exchange}?events={DEPLOY_README_FILTER}", "-q")
+                out, err = await asyncio.to_thread(run.communicate, timeout=60)
+            finally:
+                if run.poll() is None:
+                    run.kill()
+                    run.communicate()
+            return first, out, err
+
+    first, out, err = asyncio.run(scenario_run())
+    assert "waiting for events" in first and exchange in first and "guest:guest" not in first, first
+    assert "cannot be complete" in err and "stampede.job.info" in err, err
+    assert "guest:guest" not in out + err
+
+
+def test_event_file_status_says_when_the_totals_cannot_be_complete(scenario_dirs: dict[str, Path],
+                                                                    tmp_path: Path) -> None:
+    events = replay_to(scenario_dirs["held_abort"], tmp_path / "events.bp")
+    whole = streamer("status", str(events))
+    assert "cannot be complete" not in whole.stderr, whole.stderr
+    filtered = tmp_path / "filtered.bp"
+    streamer("load", str(events), "--dest", f"file://{filtered}?events={DEPLOY_README_FILTER}", "-q")
+    done = streamer("status", str(filtered))
+    assert "cannot be complete" in done.stderr and "stampede.job.info" in done.stderr, done.stderr
+    late = tmp_path / "late.bp"  # a stream joined after the workflow started: no wf.plan, no xwf.start
+    late.write_text("".join(line for line in events.read_text().splitlines(keepends=True)
+                            if "event=stampede.wf.plan" not in line and "event=stampede.xwf.start" not in line))
+    done = streamer("status", str(late))
+    assert "cannot be complete" in done.stderr and "began before" in done.stderr, done.stderr

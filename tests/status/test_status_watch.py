@@ -20,7 +20,7 @@ import pytest
 
 from streamer.status.progress import DagmanProgress
 from streamer.synth import generate, iter_dagman_chunks
-from tests.conftest import unavailable
+from tests.support.screen import Terminal, terminal  # noqa: F401 - the fixture
 
 DAG = "synth-0.dag"
 ROW = re.compile(r"^\s*" + re.escape(DAG) + r"\s+\S+\s+" + r"(\d+)\s+" * 7 + r"([\d.]+)\s+(Running|Success|Failure)",
@@ -41,54 +41,6 @@ def expected(log: Path) -> tuple:
     progress.poll()
     c = progress.counts
     return (c.unready, c.ready, c.pre, c.queued, c.post, c.succeeded, c.failed, c.percent_done, c.state)
-
-
-class Terminal:
-    """A tmux pane running bash, on a private tmux server."""
-
-    def __init__(self, tmp_path: Path, width: int = 150, height: int = 40) -> None:
-        tmux = shutil.which("tmux")
-        if tmux is None:
-            unavailable("tmux is not installed (scripts/test.sh installs it)")
-        self.base = [str(tmux), "-S", str(tmp_path / "tmux.sock"), "-f", "/dev/null"]
-        subprocess.run([*self.base, "new-session", "-d", "-s", "status", "-x", str(width), "-y", str(height),
-                        "-e", "LANG=C.UTF-8", "-e", "PS1=$ ", "bash --norc --noprofile"], check=True, timeout=30)
-
-    def tmux(self, *args: str) -> str:
-        return subprocess.run([*self.base, *args], capture_output=True, text=True, check=True, timeout=30).stdout
-
-    def type(self, line: str) -> None:
-        self.tmux("send-keys", "-t", "status", "-l", line)
-        self.tmux("send-keys", "-t", "status", "Enter")
-
-    def screen(self, joined: bool = False) -> str:
-        """The pane's text; `joined`: lines the terminal wrapped are joined back (tmux -J)."""
-        return self.tmux("capture-pane", "-p", *(["-J"] if joined else []), "-t", "status")
-
-    def flag(self, name: str) -> str:
-        return self.tmux("display-message", "-p", "-t", "status", f"#{{{name}}}").strip()
-
-    def wait_for(self, test: Callable[[str], bool], what: str, timeout: float = 60.0) -> str:
-        deadline = time.monotonic() + timeout
-        screen = ""
-        while time.monotonic() < deadline:
-            screen = self.screen()
-            if test(screen):
-                return screen
-            time.sleep(0.1)
-        raise AssertionError(f"the screen never showed {what}:\n{screen}")
-
-    def close(self) -> None:
-        subprocess.run([*self.base, "kill-server"], capture_output=True, timeout=30)
-
-
-@pytest.fixture
-def terminal(tmp_path: Path):
-    term = Terminal(tmp_path)
-    try:
-        yield term
-    finally:
-        term.close()
 
 
 def command(run_dir: Path, *extra: str) -> str:
@@ -201,3 +153,23 @@ def test_watch_follows_a_growing_event_file(tmp_path: Path) -> None:
     assert row == [str(theirs[k]) for k in ("unready", "ready", "pre", "queued", "post", "succeeded", "failed",
                                             "percent_done")]
     assert "Last failures:" in out and "findrange_ID0000001 (POST script) exit=1" in out
+
+
+def test_held_jobs_show_the_whole_job_name_and_cut_the_hold_reason(tmp_path: Path) -> None:
+    """Issue 26 item 18: the held-jobs table cut the job name and gave the hold reason the whole width."""
+    run_dir = generate(tmp_path / "wf", jobs=4, scenario="held", seed=0)
+    log = run_dir / f"{DAG}.dagman.out"
+    lines = log.read_text().splitlines(keepends=True)
+    held_at = next(i for i, line in enumerate(lines) if "Hold reason:" in line)
+    log.write_text("".join(lines[:held_at + 1]))  # DAGMan is still running: the job is held
+    term = Terminal(tmp_path, width=120)
+    try:
+        term.type(command(run_dir))
+        screen = term.wait_for(lambda s: "Held jobs" in s and shown(s) is not None, "the held job")
+    finally:
+        term.close()
+    rows = screen[screen.index("Held jobs"):].splitlines()[2:]
+    row = next(line for line in rows if "synth" in line)
+    assert re.search(r"^\s*synth\s+\w+_ID\d{7}\s+Transfer", row), screen  # the workflow and the whole job name
+    assert row.rstrip().endswith("…") and "Transfer output files failure" in row, screen  # the reason, cut
+    assert len(row.rstrip()) <= 120

@@ -16,7 +16,7 @@ import os
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository: streamer and tests
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: streamer and tests
 
 from streamer.endpoints import create_endpoint  # noqa: E402
 from tests.support.dbstream import batches, synthetic  # noqa: E402

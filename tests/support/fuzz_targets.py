@@ -23,7 +23,7 @@ from streamer.events import Event, FieldError, bp, jsonenc
 from streamer.events import event as event_module
 from streamer.monitor.parsers import braindump, dagman, jobstate, kickstart, staticbp, submitfile, yamlguard, yamlsub
 
-SHARED = Path(os.environ.get("STREAMER_SHARED", Path(__file__).resolve().parent.parent.parent / "shared"))
+SHARED = Path(os.environ.get("STREAMER_SHARED", Path(__file__).resolve().parents[3] / "shared"))
 
 
 @dataclass(frozen=True)
@@ -335,6 +335,36 @@ def _notify_seeds() -> list[bytes]:
     ]
 
 
+# ---------------------------------------------------------------- names that reach a path or a name
+
+TRAVERSAL = [b"../../../ESCAPED", b"..", b".", b"/etc/passwd", b"..\\..\\x", b"%2e%2e%2fx", b"a/../../b",
+             b"x?events=*", b"x#y", b"u@h:1", b"a\x00b", b"a\nb", "\u202e\u2028x".encode(), b"x" * 256, b""]
+"""Values a workflow's files may hold where streamer takes a name: uuids, dag and notify names, labels."""
+
+
+def run_safe_names(data: bytes) -> None:
+    """The guard accepts a value only when, joined to a directory, it stays one step inside it; a braindump
+    naming such files is refused (BraindumpError), never anything else."""
+    from streamer.util import safenames
+
+    value = text(data)
+    try:
+        safenames.component(value, "fuzz")
+    except safenames.UnsafeName:
+        pass
+    else:
+        assert os.path.dirname(os.path.normpath(os.path.join("/d", value))) == "/d", value
+        assert "?" not in value and "#" not in value and "%" not in value
+    try:
+        braindump.check_names({"dag": value, "notify": value})
+    except braindump.BraindumpError:
+        pass
+    try:
+        safenames.sql_identifier(value)
+    except safenames.UnsafeName:
+        pass
+
+
 # ---------------------------------------------------------------- the table
 
 TARGETS: dict[str, Target] = {t.name: t for t in [
@@ -358,6 +388,7 @@ TARGETS: dict[str, Target] = {t.name: t for t in [
     Target("jobstate_line", run_jobstate_line, lambda: _lines("jobstate.log")),
     Target("notify", run_notify, _notify_seeds),
     Target("input_file", run_input_file, _input_file_seeds),
+    Target("safe_names", run_safe_names, lambda: list(TRAVERSAL)),
     Target("provenance_record", run_provenance_record, _provenance_seeds),
     Target("provenance_scanner", run_provenance_scanner, lambda: [b"[" + b",\n".join(_provenance_seeds()) + b"]"]),
 ]}

@@ -139,30 +139,95 @@ class RabbitNode:
             time.sleep(0.2)
 
 
-@contextmanager
-def own_rabbitmq() -> Iterator[RabbitNode]:
+def _new_node(plugins: tuple[str, ...] = ()) -> RabbitNode:
+    """A node's directories, config and names (not started)."""
     if shutil.which("rabbitmq-server") is None or shutil.which("rabbitmqctl") is None:
         unavailable("rabbitmq-server not found (needed for a RabbitMQ node of the test's own)")
     base = Path(tempfile.mkdtemp(prefix="streamer-rabbit-"))  # the rabbitmq user must enter it
     os.chmod(base, 0o755)
     (base / "mnesia").mkdir(parents=True)
     (base / "log").mkdir()
-    (base / "enabled_plugins").write_text("[].\n")
+    (base / "enabled_plugins").write_text(f"[{','.join(plugins)}].\n")
     (base / "rabbitmq.conf").write_text("log.console = false\n")
     if os.geteuid() == 0:  # rabbitmq-server drops to the rabbitmq user
         _run("chown", "-R", "rabbitmq:rabbitmq", str(base))
-    node = RabbitNode(base, f"streamer{os.getpid()}x{random.randint(0, 1 << 30):x}@localhost", free_port(),
+    return RabbitNode(base, f"streamer{os.getpid()}x{random.randint(0, 1 << 30):x}@localhost", free_port(),
                       free_port())
+
+
+def _remove_node(node: RabbitNode) -> None:
+    if port_open("127.0.0.1", node.port, 0.3):
+        _run("rabbitmqctl", "-q", "-n", node.node, "stop", check=False, timeout=120)
+    pid_file = node.base / "mnesia" / f"{node.node}.pid"
+    if pid_file.exists():  # never leave a VM behind
+        try:
+            os.kill(int(pid_file.read_text().strip()), signal.SIGKILL)
+        except (ProcessLookupError, ValueError):
+            pass
+    shutil.rmtree(node.base, ignore_errors=True)
+
+
+@contextmanager
+def own_rabbitmq(plugins: tuple[str, ...] = ()) -> Iterator[RabbitNode]:
+    node = _new_node(plugins)
     try:
         node.start()
         yield node
     finally:
-        if port_open("127.0.0.1", node.port, 0.3):
-            _run("rabbitmqctl", "-q", "-n", node.node, "stop", check=False, timeout=120)
-        pid_file = base / "mnesia" / f"{node.node}.pid"
-        if pid_file.exists():  # never leave a VM behind
-            try:
-                os.kill(int(pid_file.read_text().strip()), signal.SIGKILL)
-            except (ProcessLookupError, ValueError):
-                pass
-        shutil.rmtree(base, ignore_errors=True)
+        _remove_node(node)
+
+
+CONSISTENT_HASH = "rabbitmq_consistent_hash_exchange"
+
+
+class RabbitCluster:
+    """Nodes of one RabbitMQ cluster of the test's own (they share the rabbitmq user's Erlang cookie)."""
+
+    def __init__(self, nodes: list[RabbitNode]) -> None:
+        self.nodes = nodes
+
+    def url(self, vhost: str = "%2F") -> str:
+        """`amqp://guest:guest@127.0.0.1:P1,127.0.0.1:P2,.../vhost` (every node)."""
+        hosts = ",".join(f"127.0.0.1:{node.port}" for node in self.nodes)
+        return f"amqp://guest:guest@{hosts}/{vhost}"
+
+    def node_url(self, index: int) -> str:
+        return self.nodes[index].url
+
+    def alive(self) -> list[RabbitNode]:
+        return [node for node in self.nodes if port_open("127.0.0.1", node.port, 0.3)]
+
+    def ctl(self, *args: str, timeout: float = 60) -> str:
+        """`rabbitmqctl` against a live node of the cluster; its stdout."""
+        node = self.alive()[0]
+        return _run("rabbitmqctl", "-q", "-n", node.node, *args, timeout=timeout).stdout
+
+    def leader(self, queue: str) -> RabbitNode:
+        """The node leading quorum queue `queue`."""
+        import json
+
+        rows = json.loads(self.ctl("list_queues", "name", "leader", "--formatter", "json"))
+        name = next(row["leader"] for row in rows if row["name"] == queue)
+        return next(node for node in self.nodes if node.node == name)
+
+
+@contextmanager
+def own_rabbitmq_cluster(size: int = 3, plugins: tuple[str, ...] = (CONSISTENT_HASH,)) -> Iterator[RabbitCluster]:
+    """`size` nodes started at once, the others joined to the first (`rabbitmqctl join_cluster`); removed
+    afterwards, pass or fail."""
+    nodes: list[RabbitNode] = []
+    try:
+        for _ in range(size):
+            nodes.append(_new_node(plugins))
+        import concurrent.futures
+
+        with concurrent.futures.ThreadPoolExecutor(size) as pool:
+            list(pool.map(lambda node: node.start(), nodes))
+        for node in nodes[1:]:
+            _run("rabbitmqctl", "-q", "-n", node.node, "stop_app")
+            _run("rabbitmqctl", "-q", "-n", node.node, "join_cluster", nodes[0].node)
+            _run("rabbitmqctl", "-q", "-n", node.node, "start_app")
+        yield RabbitCluster(nodes)
+    finally:
+        for node in nodes:
+            _remove_node(node)

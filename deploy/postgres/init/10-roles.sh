@@ -8,6 +8,14 @@
 # pasted into SQL text.
 set -euo pipefail
 
+# Refuse the placeholders of .env.example: a deployment must not start with a password anyone can read.
+for name in POSTGRES_PASSWORD STREAMER_DB_PASSWORD GRAFANA_DB_PASSWORD; do
+    if [[ ${!name:-} == change-me* ]]; then
+        echo "10-roles: $name is still the placeholder from deploy/.env.example (change-me-...); set a real password in deploy/.env" >&2
+        exit 1
+    fi
+done
+
 psql -v ON_ERROR_STOP=1 -X -q \
     --username "${POSTGRES_USER:-postgres}" --dbname "${POSTGRES_DB:?}" \
     -v db="$POSTGRES_DB" \

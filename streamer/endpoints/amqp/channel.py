@@ -21,20 +21,37 @@ from aiormq.abc import ChannelFrame
 from pamqp import frame as pframe
 from pamqp.commands import Basic
 
-Item = tuple[str, str, int, bytes]
-"""(routing key, message_id, timestamp, body)."""
+Item = tuple[str, str, int, bytes, bytes]
+"""(routing key, message_id, timestamp, body, encoded headers table (`headers_table`, or b"" for none))."""
 
 _FRAME = struct.Struct(">BHI")
 _HEADER_START = struct.Struct(">HHQH")
 _CONTENT_TYPE = b"\x10application/json"
 _PROPERTY_FLAGS = 0x8000 | 0x1000 | 0x0080 | 0x0040  # content_type, delivery_mode, message_id, timestamp
+_HEADERS_FLAG = 0x2000
+_LONG = struct.Struct(">I")
 
 
-def content_header_frame(channel: int, body_size: int, message_id: str, timestamp: int) -> bytes:
-    """Content header frame: JSON, persistent, message_id and timestamp (AMQP 0-9-1 §4.2.6)."""
+def _table_entry(key: str, value: str) -> bytes:
+    name, text = key.encode(), value.encode()[:65535]
+    return bytes((len(name),)) + name + b"S" + _LONG.pack(len(text)) + text
+
+
+def headers_table(wf_uuid: str, root_wf_uuid: str) -> bytes:
+    """The AMQP field table `{wf_uuid: ..., root_wf_uuid: ...}`, encoded (long strings, AMQP 0-9-1 §4.2.5.5):
+    what a consistent-hash exchange hashes (`hash-header`) to keep a workflow tree on one queue."""
+    entries = _table_entry("root_wf_uuid", root_wf_uuid) + _table_entry("wf_uuid", wf_uuid)
+    return _LONG.pack(len(entries)) + entries
+
+
+def content_header_frame(channel: int, body_size: int, message_id: str, timestamp: int,
+                         headers: bytes = b"") -> bytes:
+    """Content header frame: JSON, `headers` (an encoded table) if any, persistent, message_id and timestamp
+    (AMQP 0-9-1 §4.2.6)."""
     mid = message_id.encode()
+    flags = _PROPERTY_FLAGS | (_HEADERS_FLAG if headers else 0)
     payload = b"".join((
-        _HEADER_START.pack(60, 0, body_size, _PROPERTY_FLAGS), _CONTENT_TYPE, b"\x02",
+        _HEADER_START.pack(60, 0, body_size, flags), _CONTENT_TYPE, headers, b"\x02",
         bytes((len(mid),)), mid, struct.pack(">Q", timestamp),
     ))
     return _FRAME.pack(2, channel, len(payload)) + payload + b"\xce"
@@ -86,14 +103,14 @@ class RawChannel:
             confirmations = raw.confirmations
             tags = raw.message_id_delivery_tag
             tag = raw.delivery_tag
-            for key, message_id, timestamp, body in items:
+            for key, message_id, timestamp, body, headers in items:
                 tag += 1
                 future = create_future()
                 confirmations[tag] = future
                 tags[message_id] = tag  # lets aiormq match a returned (unroutable) message
                 futures.append(future)
                 parts.append(self._publish_frame(key))
-                parts.append(content_header_frame(number, len(body), message_id, timestamp))
+                parts.append(content_header_frame(number, len(body), message_id, timestamp, headers))
                 parts.append(body_frames(number, body, self.max_body))
             raw.delivery_tag = tag
             register(futures)

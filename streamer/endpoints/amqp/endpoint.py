@@ -6,7 +6,10 @@ vhost URL-encoded (`%2F` for `/`; without a vhost segment, `/`).
 Messages are what monitord publishes, made reliable: routing key = event name
 (`routing_key=underscore` gives `stampede_inv_end`), body = the monitord JSON
 object (`jsonenc.dumps`), content type `application/json`, persistent,
-`message_id` = the event's stable id, `timestamp` = when streamer accepted it.
+`message_id` = the event's stable id, `timestamp` = when streamer accepted it,
+headers `wf_uuid` and `root_wf_uuid` (`headers.py`). Several brokers
+(`amqp://u:p@h1,h2,h3/vhost/x`): the next node when one is lost, spooled only
+when none answers (`amqp/connection.connect`); `node` is the one in use.
 
 No loss, without stalling the run:
 - `write(batch)` publishes the batch with publisher confirms in flight (one
@@ -36,28 +39,41 @@ aiormq's internals), because aiormq's per-message `basic_publish` manages
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import math
-import os
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
-import aio_pika
-
 from streamer.amqp import connection as amqpconn
-from streamer.amqp.errors import channel_refusal
-from streamer.amqp.connection import _PERMANENT, AMQPTarget, BrokerUnavailable, _reason, connect, tls_context  # noqa: F401
-from streamer.core.options import OptionError, is_true
+from streamer.amqp.connection import (  # noqa: F401
+    _PERMANENT,
+    AMQPTarget,
+    BrokerUnavailable,
+    _reason,
+    connect,
+    node_of,
+    tls_context,
+)
+from streamer.core.options import OptionError
 from streamer.core.options import parse_size as _parse_size
-from streamer.events import Event, jsonenc
-from streamer.util.urls import EndpointURL
-from streamer.endpoints.amqp.channel import Item, RawChannel, is_ack
 from streamer.endpoints import options as option_specs
+from streamer.endpoints.amqp.channel import Item, is_ack
+from streamer.endpoints.amqp.headers import WorkflowHeaders
+from streamer.endpoints.amqp.publisher import Publisher
+from streamer.endpoints.amqp.spooldir import default_spool_dir, leftover_spools
 from streamer.endpoints.base import Endpoint, EndpointError
-from streamer.endpoints.layers.resilience import CONNECTION, RetryPolicy, TransientError, Unavailable, retrying
+from streamer.endpoints.layers.resilience import (
+    CONNECTION,
+    RetryPolicy,
+    TransientError,
+    Unavailable,
+    retrying,
+)
+from streamer.events import Event, jsonenc
+from streamer.util import safenames
+from streamer.util.urls import EndpointURL
 
 log = logging.getLogger("streamer.amqp")
 
@@ -74,7 +90,6 @@ OPTIONS: dict[str, Any] = {
     "spool": None, "spool_size": DEFAULT_SPOOL_BYTES,
     "cafile": None, "certfile": None, "keyfile": None, "verify": True,
 }
-
 
 
 def parse_target(url: str, *, need_exchange: bool = True) -> AMQPTarget:
@@ -95,92 +110,6 @@ def parse_size(value: Any) -> int:
         return _parse_size(value)
     except OptionError as exc:
         raise EndpointError(str(exc)) from None
-
-
-
-
-# ---------------------------------------------------------------- publisher
-
-class Publisher:
-    """One connection + confirming channel + declared exchange; publishes windows of messages."""
-
-    def __init__(self, connection: aio_pika.abc.AbstractConnection, channel: Any, raw: Any,
-                 target: AMQPTarget, mandatory: bool) -> None:
-        self.target = target
-        exchange = target.exchange
-        self.connection = connection
-        self.channel = channel
-        self.raw = RawChannel(raw, exchange, mandatory)
-        self.exchange = exchange
-        self.lost: str | None = None
-        self.refused = False
-        """The broker closed the channel on a permission refusal: final."""
-        self._in_flight: dict[int, list[asyncio.Future]] = {}
-        connection.close_callbacks.add(self._on_close)
-        channel.close_callbacks.add(self._on_close)
-
-    def _on_close(self, *args: Any) -> None:
-        """Connection or channel gone: every unconfirmed message fails now (not after a timeout)."""
-        cause = next((a for a in args if isinstance(a, BaseException)), None)
-        refused = channel_refusal(cause, self.target, "publishing to", "write")
-        self.lost = refused or (_reason(cause) if cause is not None else "connection closed")
-        self.refused = refused is not None
-        for futures in self._in_flight.values():
-            for future in futures:
-                if not future.done():
-                    future.set_exception(BrokerUnavailable(self.lost, permanent=refused is not None))
-        self._in_flight.clear()
-
-    def settled(self, futures: list[asyncio.Future], items: Sequence[Item]) -> None:
-        """Forget a window once its confirms are handled."""
-        self._in_flight.pop(id(futures), None)
-        self.raw.forget(items)
-
-    @classmethod
-    async def open(cls, target: AMQPTarget, options: dict[str, Any]) -> "Publisher":
-        connection = await connect(target, options, name=f"streamer publisher {target.exchange}")
-        try:
-            channel = await connection.channel(publisher_confirms=True, on_return_raises=False)
-            declare = str(options.get("declare", "true")).lower()
-            if declare == "passive":
-                await channel.get_exchange(target.exchange, ensure=True)
-            elif is_true(declare):
-                await channel.declare_exchange(
-                    target.exchange, str(options.get("exchange_type", "topic")),
-                    durable=is_true(options.get("durable", True)),
-                )
-            raw = await channel.get_underlay_channel()
-        except BaseException as exc:
-            await asyncio.shield(_close_quietly(connection))
-            if not isinstance(exc, Exception):
-                raise
-            reason = channel_refusal(exc, target, "declaring", "configure") or _reason(exc)
-            raise BrokerUnavailable(f"{target.display}: exchange {target.exchange!r}: {reason}",
-                                    permanent=any(p in reason for p in _PERMANENT)) from None
-        return cls(connection, channel, raw, target, is_true(options.get("mandatory", True)))
-
-    @property
-    def alive(self) -> bool:
-        return self.lost is None and not self.connection.is_closed and not self.raw.is_closed
-
-    async def send(self, items: Sequence[Item]) -> list[asyncio.Future]:
-        """Queue the frames of `items` in one write; the futures resolve on the broker's confirms."""
-        if not self.alive:
-            raise BrokerUnavailable(self.lost or "connection closed", permanent=self.refused)
-        return await self.raw.publish(items, self._register)
-
-    def _register(self, futures: list[asyncio.Future]) -> None:
-        self._in_flight[id(futures)] = futures
-
-    async def close(self) -> None:
-        await _close_quietly(self.connection)
-
-
-async def _close_quietly(connection: Any) -> None:
-    try:
-        await asyncio.wait_for(connection.close(), 5)
-    except Exception:  # closing a broken connection: nothing to report
-        pass
 
 
 # ---------------------------------------------------------------- endpoint
@@ -217,6 +146,9 @@ class AMQPEndpoint(Endpoint):
         broker returned as unroutable (`mandatory`)."""
         self.connects = 0
         """Connections opened (1 + reconnections)."""
+        self.node = ""
+        """`host:port` of the broker in use (or last used)."""
+        self.headers = WorkflowHeaders()
         self.unconfirmed_ids: set[str] | None = None
         """Set it to a set to record the ids of messages sent but not confirmed (tests, diagnostics)."""
         self.spool_codec = SPOOL_CODEC
@@ -226,6 +158,9 @@ class AMQPEndpoint(Endpoint):
 
     def default_spool(self) -> Path | None:
         return default_spool_dir(self.target)
+
+    def leftover_spools(self) -> list[Path]:
+        return leftover_spools(self.target)
 
     def give_up_after(self, seconds: float) -> None:
         self.give_up = seconds
@@ -250,11 +185,15 @@ class AMQPEndpoint(Endpoint):
         if self.publisher is not None:
             await self.publisher.close()
             self.publisher = None
-        if self.unroutable:
+        if self.unroutable and self.returned is None:  # else the dead-letter layer reports each one
             total = sum(self.unroutable.values())
             log.warning("%s: %d events were unroutable (no queue bound): %s", self.name, total,
                         ", ".join(f"{k} x{n}" for k, n in self.unroutable.most_common(10)))
 
+    def undelivered(self) -> list[tuple[int, str]]:
+        dropped = sum(self.unroutable.values()) if self.returned is None else 0  # else: dead letters
+        mine = [(dropped, "unroutable (no queue bound: the broker dropped them)")] if dropped else []
+        return super().undelivered() + mine
     # ------------------------------------------------------------ writing
 
     def prepare(self, events: Sequence[Event]) -> None:
@@ -264,20 +203,23 @@ class AMQPEndpoint(Endpoint):
         now = int(time.time())
         mode = self.key_mode
         dumps = jsonenc.dumps
-        if mode == "event":
-            return [(e.name, e.id, now, dumps(e)) for e in batch]
-        return [(routing_key(e.name, mode), e.id, now, dumps(e)) for e in batch]
+        headers = self.headers.of
+        out = [(e.name if mode == "event" else routing_key(e.name, mode), e.id, now, dumps(e), headers(e))
+               for e in batch]
+        for item in (out if any(len(item[0]) > 63 for item in out) else ()):  # a name from the input: over
+            safenames.amqp_short(item[0], "routing key")  # 255 bytes it is no routing key (ValueError: skipped)
+        return out
 
     async def write(self, batch: Sequence[Event]) -> None:
         """Publish `batch` until the broker confirmed all of it; past `give_up` seconds of outage,
         `Unavailable` with the events not confirmed as its `rest` (the spooling layer spools those)."""
         if not batch:
             return
-        items = self.items(batch)
+        items = self.encode_each(batch, self.items, lambda parts: [i for part in parts for i in part])  # one skipped
         try:
             await self._publish_until_confirmed(items)
         except Unavailable as exc:
-            by_id = {item[1]: event for item, event in zip(items, batch)}
+            by_id = {event.id: event for event in batch}
             exc.rest = [by_id[item[1]] for item in exc.rest] if exc.rest is not None else None
             raise
 
@@ -354,7 +296,7 @@ class AMQPEndpoint(Endpoint):
                 self.unroutable[key] += 1
                 if self.returned is not None:
                     self.returned.append((window[index][3], f"unroutable: no queue bound for routing key {key}"))
-        if new_keys:
+        if new_keys and self.returned is None:
             log.warning("%s: unroutable (no queue bound, dropped by the broker): %s; "
                         "further ones are counted and summarised at close", self.name, ", ".join(new_keys))
         self.published += len(futures) - len(bad)
@@ -369,20 +311,27 @@ class AMQPEndpoint(Endpoint):
 
         async def attempt() -> None:
             nonlocal rest, again
-            self.resent += again
-            again = 0
-            if self.publisher is None or not self.publisher.alive:
+            # with several brokers, a node lost is followed at once by the others (`_connect` starts after it):
+            # the batch waits (or spools) only when none of them takes it
+            for tries_left in range(len(self.target.nodes) - 1, -1, -1):
+                self.resent += again
+                again = 0
+                if self.publisher is None or not self.publisher.alive:
+                    try:
+                        await self._connect()
+                    except BrokerUnavailable as exc:
+                        self._note_down(exc)
+                        raise TransientError(CONNECTION, _reason(exc)) from None
                 try:
-                    await self._connect()
-                except BrokerUnavailable as exc:
-                    self._note_down(exc)
-                    raise TransientError(CONNECTION, _reason(exc)) from None
-            try:
-                await self._publish(rest)
-            except _Unconfirmed as exc:
-                self._note_down(exc.cause)
-                rest, again = exc.rest, len(exc.rest)
-                raise TransientError(CONNECTION, _reason(exc.cause)) from None
+                    await self._publish(rest)
+                    return
+                except _Unconfirmed as exc:
+                    rest, again = exc.rest, len(exc.rest)
+                    if not tries_left:
+                        self._note_down(exc.cause)
+                        raise TransientError(CONNECTION, _reason(exc.cause)) from None
+                    log.warning("%s: lost broker %s (%s); failing over to the next one", self.name, self.node,
+                                _reason(exc.cause))
 
         policy = RetryPolicy(retry_for=self.give_up, first_delay=0.2, max_delay=self.retry_max, quiet_for=math.inf)
         try:
@@ -401,9 +350,11 @@ class AMQPEndpoint(Endpoint):
             if self.publisher is not None:
                 await self.publisher.close()
                 self.publisher = None
-            self.publisher = await Publisher.open(self.target, self.options)
+            # after a loss, the next node first: a dead node is tried last, not waited for
+            self.publisher = await Publisher.open(self.target, self.options, after=self.node or None)
             self.connects += 1
-            log.info("%s: connected", self.name)
+            self.node = node_of(self.publisher.connection)
+            log.info("%s: connected to %s", self.name, self.node)
 
     async def _drop_connection(self) -> None:
         if self.publisher is not None:
@@ -453,16 +404,5 @@ class SpoolCodec:
 SPOOL_CODEC = SpoolCodec()
 
 
-def default_spool_dir(target: AMQPTarget) -> Path:
-    """Stable per destination, so the next run finds what this one left: $STREAMER_STATE_DIR or
-    ~/.local/state/streamer."""
-    base = os.environ.get("STREAMER_STATE_DIR") or os.path.join(
-        os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state"), "streamer")
-    ident = f"{target.user}@{target.host}:{target.port}/{target.vhost}/{target.exchange}"
-    digest = hashlib.sha256(ident.encode()).hexdigest()[:12]
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in target.exchange)[:40]
-    return Path(base) / "amqp-spool" / f"{safe}-{digest}"
-
-
 __all__ = ["AMQPEndpoint", "AMQPTarget", "MONITORD_EVENTS", "parse_target", "routing_key", "connect",
-           "BrokerUnavailable", "default_spool_dir"]
+           "BrokerUnavailable", "default_spool_dir", "leftover_spools"]

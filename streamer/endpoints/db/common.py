@@ -64,9 +64,10 @@ class WriteStats:
         self.events += plan.events - held
 
     def _refuse(self, event: Event, reason: str, message: str, endpoint_name: str) -> None:
-        if self.refused is not None:
-            self.refused.append((event, reason))
         self.rejected.append(message)
+        if self.refused is not None:  # the dead-letter layer reports it, once, with where it went
+            self.refused.append((event, reason))
+            return
         log.warning("%s: %s", endpoint_name, message)
 
     def waiting(self) -> bool:

@@ -110,6 +110,13 @@ class Loader:
             root = wf.root_wf_id
             self.hosts = {k: v for k, v in self.hosts.items() if k[0] != root}
 
+    def share(self, uuids: Sequence[str]) -> None:
+        """Another writer loads these workflows too: re-read their ids (now, and at every batch the backend
+        finds them shared), and a replay joins that load rather than expunging it."""
+        if uuids:
+            self.forget(uuids)
+            self.joined.update(uuids)
+
     # -- seeding from the database ---------------------------------------
 
     @staticmethod

@@ -11,10 +11,14 @@ One batch = one transaction, planned by the shared loader. Writers share a
 database safely: each batch runs under the named lock `streamer.stampede`
 (GET_LOCK), takes its new ids from the tables' current maximum under that
 lock and commits before releasing it, so two streamers never hand out the
-same id. Every insert is idempotent on the table's natural key (`ON DUPLICATE
-KEY UPDATE` of nothing), so a batch re-sent after a crash or a lost
-connection changes nothing. A lost connection is retried with back-off for
-`retry_for` seconds (default 300), like the PostgreSQL endpoint.
+same id. The same workflow loaded by two writers at once is told by presence
+locks (`mysqlwriters.py`): the later one joins the load rather than deleting
+it, both re-read its ids; a row another writer inserted between two batches
+(a foreign key that fails, 1452) is read again and the batch retried. Every
+insert is idempotent on the table's natural key (`ON DUPLICATE KEY UPDATE` of
+nothing), so a batch re-sent after a crash or a lost connection changes nothing.
+A lost connection is retried with back-off for `retry_for` seconds (default
+300), like the PostgreSQL endpoint.
 """
 
 from __future__ import annotations
@@ -27,17 +31,21 @@ from typing import Any, Sequence
 from urllib.parse import unquote, urlsplit
 
 from streamer.events import Event
+from streamer.util import safenames
 from streamer.util.urls import EndpointURL, mask
 from streamer.endpoints.db.schema import version as schema_version
 from streamer.endpoints.db.schema import stampede as schema
 from streamer.endpoints.db.schema import mysql as mysql_schema
+from streamer.endpoints.db.schema import provenance as provenance_schema
 from streamer.endpoints import options as option_specs
 from streamer.endpoints.base import Endpoint, EndpointError
 from streamer.endpoints.db.common import WriteStats
 from streamer.endpoints.db.ids import ID_TABLES, IdPool, reserve_mysql
 from streamer.endpoints.layers import resilience
-from streamer.endpoints.layers.resilience import CONNECTION, DEADLOCK, RetryPolicy, RetryStats, TransientError, retrying
+from streamer.endpoints.layers.resilience import (CONNECTION, DEADLOCK, STALE_IDS, RetryPolicy, RetryStats,
+                                                  TransientError, first_connection, retrying)
 from streamer.endpoints.db.loader import Loader
+from streamer.endpoints.db.mysqlwriters import WriterSlots
 from streamer.endpoints.db.plan import Plan, SQLDialect, doomed_sql, expunge_statements
 
 log = logging.getLogger("streamer.endpoints.db")
@@ -91,6 +99,10 @@ def parse_target(url: EndpointURL) -> MySQLTarget:
     if not database or "/" in database:
         raise EndpointError(f"{url.masked}: give the database as the URL's path (mysql://user@host/database)")
     try:
+        safenames.sql_identifier(database, "database")
+    except safenames.UnsafeName as exc:
+        raise EndpointError(f"{url.masked}: {exc}") from None
+    try:
         port = parts.port or 3306
     except ValueError:
         raise EndpointError(f"{url.masked}: bad port") from None
@@ -112,8 +124,9 @@ def _is_lost(exc: BaseException) -> bool:
     return False
 
 
-_TRANSIENT_CODES = {1213: DEADLOCK, 1205: resilience.LOCK_TIMEOUT}
-"""ER_LOCK_DEADLOCK (the server rolled the transaction back), ER_LOCK_WAIT_TIMEOUT."""
+_TRANSIENT_CODES = {1213: DEADLOCK, 1205: resilience.LOCK_TIMEOUT, 1452: STALE_IDS}
+"""ER_LOCK_DEADLOCK (the server rolled the transaction back), ER_LOCK_WAIT_TIMEOUT, ER_NO_REFERENCED_ROW_2
+(a row the batch points at by a cached id is not there: another writer replaced it; the ids are read again)."""
 
 
 def mysql_fault(exc: BaseException) -> str | None:
@@ -131,7 +144,7 @@ class MySQLEndpoint(Endpoint):
     declared_options = option_specs.MYSQL
 
     schemes = ("mysql", "mariadb", "mysql+pymysql", "mysql+mysqldb", "mariadb+pymysql", "mysql+asyncmy")
-    default_events = "stampede.*"
+    default_events = "stampede.*,chimbuko.*"
 
     def __init__(self, url: EndpointURL, options: dict[str, Any] | None = None) -> None:
         super().__init__(url, options)
@@ -145,6 +158,9 @@ class MySQLEndpoint(Endpoint):
         self._conn: Any = None
         self._ids = IdPool()
         self._loader = Loader(MYSQL, self._ids, replay=self.flag("replay"))
+        self._writers = WriterSlots(self.target.database)
+        self._records_ready = False
+        """The provenance tables exist (checked once, on the first provenance record)."""
 
     @property
     def rejected(self) -> list[str]:
@@ -156,7 +172,8 @@ class MySQLEndpoint(Endpoint):
     # -- lifecycle ----------------------------------------------------------
 
     async def open(self) -> None:
-        await self._retrying("connect", self._connect, deadline=min(self.retry_for, 30.0))
+        await self._retrying("connect", self._connect,
+                             first=first_connection(self.retry_for, float(self.option("connect_for", 30))))
 
     async def _raw_connect(self, database: str | None) -> Any:
         t = self.target
@@ -176,20 +193,22 @@ class MySQLEndpoint(Endpoint):
             if _is_lost(exc) and _code(exc) in (2003, 2006, 2013):
                 raise
             raise EndpointError(f"{self.name}: {mask(str(exc))}") from None
+        database = safenames.sql_identifier(self.target.database, "database")  # a name, never SQL
         try:
             async with conn.cursor() as cur:
                 await cur.execute("SELECT 1 FROM information_schema.schemata WHERE schema_name = %s",
                                   (self.target.database,))
                 if not await cur.fetchall():  # (IF NOT EXISTS would log a server warning when it exists)
-                    await cur.execute(f'CREATE DATABASE IF NOT EXISTS "{self.target.database}" '
+                    await cur.execute(f"CREATE DATABASE IF NOT EXISTS {database} "
                                       "CHARACTER SET utf8mb4")
-                await cur.execute(f'USE "{self.target.database}"')
+                await cur.execute(f"USE {database}")
                 await cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
             await self._locked(conn, self._ensure_schema)
         except BaseException:
             conn.close()
             raise
         self._conn = conn
+        self._writers.reconnected()
 
     async def _drop(self) -> None:
         if self._conn is not None:
@@ -247,14 +266,19 @@ class MySQLEndpoint(Endpoint):
 
     async def write(self, batch: Sequence[Event]) -> None:
         if batch:
-            events = list(batch)
-            await self._retrying(f"batch of {len(events)} events", self._write_once, events)
+            records, events = provenance_schema.split(batch)
+            if events:
+                await self._retrying(f"batch of {len(events)} events", self._write_once, events)
+            if records:  # Chimbuko provenance records: their own tables (schema/provenance.py)
+                await self._retrying(f"batch of {len(records)} provenance records", self._write_records, records)
 
-    async def _retrying(self, what: str, fn: Any, *args: Any, deadline: float | None = None) -> Any:
+    async def _retrying(self, what: str, fn: Any, *args: Any, first: RetryPolicy | None = None) -> Any:
         """`fn(*args)`, through `resilience.retrying`: a lost connection is dropped and retried (reconnecting)
-        for `retry_for` seconds (or `deadline`); any other error fails the batch at once."""
-        policy = RetryPolicy(retry_for=self.retry_for if deadline is None else deadline,
-                             first_delay=0.1, max_delay=5.0, quiet_for=0.0)
+        for `retry_for` seconds (the first connection: `first`, `connect_for`); any other error fails the batch
+        at once."""
+        limit = first or RetryPolicy(retry_for=self.retry_for)
+        policy = RetryPolicy(retry_for=limit.retry_for, setting=limit.setting, first_delay=0.1, max_delay=5.0,
+                             quiet_for=0.0)
 
         async def attempt() -> Any:
             try:
@@ -293,38 +317,63 @@ class MySQLEndpoint(Endpoint):
             except Exception:  # noqa: BLE001
                 await self._drop()
 
+    async def _write_records(self, records: list[Event]) -> None:
+        rows = await self._locked(self._conn, self._records_transaction, records)
+        self.stats.events += len(records)
+        self.stats.rows += rows
+        self.stats.batches += 1
+
+    async def _records_transaction(self, conn: Any, records: list[Event]) -> int:
+        if not self._records_ready:  # CREATE TABLE commits by itself in MySQL: before the transaction
+            async with conn.cursor() as cur:
+                await provenance_schema.ensure_mysql(cur)
+            self._records_ready = True
+        rows: int = await _committed(conn, provenance_schema.write_mysql, records)
+        return rows
+
     async def _write_once(self, events: list[Event]) -> None:
-        plan = await self._locked(self._conn, self._transaction, events)
+        self._ids.clear()
+        try:
+            plan = await self._locked(self._conn, _committed, self._plan_and_apply, events)
+        finally:
+            self._ids.clear()
         self._loader.committed()
         self.stats.record(plan, self.name)
 
-    async def _transaction(self, conn: Any, events: list[Event]) -> Plan:
+    async def _plan_and_apply(self, cur: Any, events: list[Event]) -> Plan:
         loader = self._loader
-        self._ids.clear()
-        await conn.begin()
-        try:
-            async with conn.cursor() as cur:
-                unknown = loader.unknown_uuids(events)
-                queries = loader.seed_sql(unknown) if unknown else []
-                while queries:
-                    results = {}
-                    for name, sql, params in queries:
-                        await cur.execute(sql, params)
-                        results[name] = [tuple(r) for r in await cur.fetchall()]
-                    queries = loader.seed(unknown, results)
-                await reserve_mysql(cur, self._ids, loader.id_demand(events))
-                plan = loader.plan(events)
-                await _apply(cur, plan)
-            await conn.commit()
-        except BaseException:
-            try:
-                await conn.rollback()
-            except Exception:  # noqa: BLE001
-                pass
-            raise
-        finally:
-            self._ids.clear()
+        # other writers of the same workflows: re-read what they committed, never expunge their rows
+        uuids = loader.mentioned_uuids(events)
+        await self._writers.announce(cur, uuids)
+        loader.share(await self._writers.shared_with_others(cur, uuids))
+        unknown = loader.unknown_uuids(events)
+        queries = loader.seed_sql(unknown) if unknown else []
+        while queries:
+            results = {}
+            for name, sql, params in queries:
+                await cur.execute(sql, params)
+                results[name] = [tuple(r) for r in await cur.fetchall()]
+            queries = loader.seed(unknown, results)
+        await reserve_mysql(cur, self._ids, loader.id_demand(events))
+        plan = loader.plan(events)
+        await _apply(cur, plan)
         return plan
+
+
+async def _committed(conn: Any, fn: Any, *args: Any) -> Any:
+    """`fn(cursor, *args)` in one transaction: committed, or rolled back when it raises."""
+    await conn.begin()
+    try:
+        async with conn.cursor() as cur:
+            result = await fn(cur, *args)
+        await conn.commit()
+    except BaseException:
+        try:
+            await conn.rollback()
+        except Exception:  # noqa: BLE001 - a lost connection has nothing to roll back
+            pass
+        raise
+    return result
 
 
 async def _existing_tables(conn: Any) -> dict[str, list[str]]:
@@ -356,23 +405,46 @@ def statements(plan: Plan) -> list[tuple[str, list[tuple[Any, ...]]]]:
         for key, changed in changes.items():
             groups.setdefault(tuple(changed), []).append((*changed.values(), key))
         for names, rows in groups.items():
-            sets = ", ".join(f"{schema.quote(c)} = %s" for c in names)
-            out.append((f"UPDATE {schema.quote(table)} SET {sets} WHERE {pk} = %s", rows))
+            sets = ", ".join(f"t.{schema.quote(c)} = v.{schema.quote(c)}" for c in names)
+            for derived, params in _derived((*names, pk), rows):
+                out.append((f"UPDATE {schema.quote(table)} t JOIN {derived} ON t.{pk} = v.{pk} SET {sets}",
+                            [params]))
     if plan.rc_pfn:
-        out.append((
-            "INSERT INTO rc_pfn (lfn_id, pfn, site) SELECT l.lfn_id, %s, %s FROM rc_lfn l WHERE l.lfn = %s "
-            "AND NOT EXISTS (SELECT 1 FROM rc_pfn p WHERE p.lfn_id = l.lfn_id AND p.pfn = %s AND p.site <=> %s)",
-            [(pfn, site, lfn, pfn, site) for lfn, pfn, site in plan.rc_pfn]))
+        for derived, params in _derived(("lfn", "pfn", "site"), list(plan.rc_pfn)):
+            out.append((
+                f"INSERT INTO rc_pfn (lfn_id, pfn, site) SELECT l.lfn_id, v.pfn, v.site FROM {derived} "
+                "JOIN rc_lfn l ON l.lfn = v.lfn WHERE NOT EXISTS (SELECT 1 FROM rc_pfn p "
+                "WHERE p.lfn_id = l.lfn_id AND p.pfn = v.pfn AND p.site <=> v.site)", [params]))
     if plan.rc_meta:
-        out.append((
-            'INSERT INTO rc_meta (lfn_id, "key", value) SELECT lfn_id, %s, %s FROM rc_lfn WHERE lfn = %s '
-            "ON DUPLICATE KEY UPDATE value = VALUES(value)",
-            [(key, value, lfn) for (lfn, key), value in plan.rc_meta.items()]))
+        for derived, params in _derived(("lfn", "k", "val"), [(lfn, key, value) for (lfn, key), value
+                                                              in plan.rc_meta.items()]):
+            out.append((
+                f'INSERT INTO rc_meta (lfn_id, "key", value) SELECT l.lfn_id, v.k, v.val FROM {derived} '
+                "JOIN rc_lfn l ON l.lfn = v.lfn ON DUPLICATE KEY UPDATE value = v.val", [params]))
     if plan.wf_files:
-        out.append((
-            "INSERT INTO workflow_files (wf_id, task_id, lfn_id, file_type) SELECT %s, %s, lfn_id, %s "
-            "FROM rc_lfn WHERE lfn = %s ON DUPLICATE KEY UPDATE file_type = workflow_files.file_type",
-            [(wf, task, ft, lfn) for (wf, task, lfn), ft in plan.wf_files.items()]))
+        for derived, params in _derived(("wf", "task", "lfn", "ft"), [(wf, task, lfn, ft) for (wf, task, lfn), ft
+                                                                      in plan.wf_files.items()]):
+            out.append((
+                "INSERT INTO workflow_files (wf_id, task_id, lfn_id, file_type) SELECT v.wf, v.task, l.lfn_id, v.ft "
+                f"FROM {derived} JOIN rc_lfn l ON l.lfn = v.lfn "
+                "ON DUPLICATE KEY UPDATE file_type = workflow_files.file_type", [params]))
+    return out
+
+
+DERIVED_ROWS = 500
+"""Rows per multi-row statement (`_derived`): a few thousand parameters each."""
+
+
+def _derived(names: Sequence[str], rows: list[tuple[Any, ...]]) -> list[tuple[str, tuple[Any, ...]]]:
+    """Rows as derived tables `(SELECT %s AS a, ... UNION ALL SELECT %s, ...) v`, DERIVED_ROWS at a time, with
+    their parameters: one statement per chunk where asyncmy's executemany would send one per row (it rewrites
+    only INSERT ... VALUES)."""
+    first = "SELECT " + ", ".join(f"%s AS {schema.quote(n)}" for n in names)
+    other = " UNION ALL SELECT " + ", ".join(["%s"] * len(names))
+    out = []
+    for start in range(0, len(rows), DERIVED_ROWS):
+        chunk = rows[start:start + DERIVED_ROWS]
+        out.append((f"({first}{other * (len(chunk) - 1)}) v", tuple(x for row in chunk for x in row)))
     return out
 
 

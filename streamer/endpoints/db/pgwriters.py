@@ -47,6 +47,8 @@ class WriterLocks:
         self.present: set[int] = set()
         self.shared: set[int] = set()
         """Workflows another writer has loaded while we did: re-read at every batch from then on."""
+        self.waits = 0
+        """Batch locks another writer held when asked (partitioned collectors own disjoint workflows: 0)."""
 
     async def announce(self, uuids: Iterable[str]) -> None:
         """Hold the presence lock of every workflow we are about to write."""
@@ -58,7 +60,9 @@ class WriterLocks:
         """Take the batch locks (in key order); return the uuids another writer shares with us."""
         keys = sorted({lock_key(u) for u in uuids})
         for key in keys:
-            await conn.execute("SELECT pg_advisory_xact_lock($1::int, $2::int)", BATCH, key)
+            if not await conn.fetchval("SELECT pg_try_advisory_xact_lock($1::int, $2::int)", BATCH, key):
+                self.waits += 1  # another writer's batch has this workflow: wait for it
+                await conn.execute("SELECT pg_advisory_xact_lock($1::int, $2::int)", BATCH, key)
         if keys:
             rows = await conn.fetch(
                 "SELECT objid::bigint FROM pg_locks WHERE locktype = 'advisory' AND granted "

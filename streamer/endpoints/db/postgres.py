@@ -26,17 +26,18 @@ from streamer.events import Event
 from streamer.util.urls import EndpointURL, mask
 from streamer.endpoints.db.schema import stampede as schema
 from streamer.endpoints import options as option_specs
-from streamer.endpoints.base import Endpoint, EndpointError
+from streamer.endpoints.base import Endpoint, EndpointError, Pending
 from streamer.endpoints.db.common import WriteStats, hold_orphans
 from streamer.endpoints.db.schema import provenance as provenance_schema
 from streamer.endpoints.db.schema import version as schema_version
 from streamer.endpoints.db.pgwriters import WriterLocks
 from streamer.endpoints.layers.resilience import (CONNECTION, STALE_IDS, Rejected, RetryPolicy, RetryStats,
-                                                  TransientError,
-                         postgres_fault, rejects_content, retrying)
+                                                  TransientError, first_connection, postgres_fault, rejects_content,
+                                                  retrying)
 from streamer.endpoints.db.ids import ID_TABLES, IdPool, reserve_postgres
 from streamer.endpoints.db.loader import Loader
-from streamer.endpoints.db.plan import FRESH_TABLES, POSTGRESQL, Plan, doomed_sql, expunge_statements, insert_sql
+from streamer.endpoints.db import pgbulk
+from streamer.endpoints.db.plan import FRESH_TABLES, POSTGRESQL, Plan, doomed_sql, expunge_statements
 
 log = logging.getLogger("streamer.endpoints.db")
 
@@ -103,8 +104,8 @@ class PostgresEndpoint(Endpoint):
     # -- lifecycle ----------------------------------------------------------
 
     async def open(self) -> None:
-        # A wrong host or port should not keep a command waiting for minutes.
-        policy = RetryPolicy(retry_for=min(self.retry_for, 30.0))
+        # A wrong host or port should not keep a command waiting for minutes: `connect_for` (30 s).
+        policy = first_connection(self.retry_for, float(self.option("connect_for", 30)))
         await retrying(self.name, "connect", self._connect_once, policy, self.retry_stats)
 
     async def _connect_once(self) -> None:
@@ -142,6 +143,9 @@ class PostgresEndpoint(Endpoint):
     def holding(self) -> bool:
         return self.stats.waiting()
 
+    def pending(self) -> Pending:
+        return Pending(held=len(self.stats.holding or ()), owner=id(self))
+
     async def flush(self) -> None:
         if self.stats.waiting():  # events waiting for another writer's parent rows: now, or refused
             await self.stats.settle(self._retry_held, self.wait_parents)
@@ -156,6 +160,10 @@ class PostgresEndpoint(Endpoint):
             await pool.close()
         if self._writers is not None:
             writers, self._writers = self._writers, None
+            if writers.waits:
+                log.info("%s: %d batches waited for another writer's batch of the same workflow", self.name,
+                         writers.waits)
+            self.lock_waits = writers.waits
             await writers.close()
 
     # -- writing --------------------------------------------------------------
@@ -233,10 +241,7 @@ class PostgresEndpoint(Endpoint):
             async with conn.transaction():
                 # One writer per workflow at a time (locks taken in one order: no deadlock between them);
                 # what another writer of the same workflow committed is re-read before planning.
-                shared = await writers.serialize(conn, uuids)
-                if shared:
-                    loader.forget(shared)
-                    loader.joined.update(shared)
+                loader.share(await writers.serialize(conn, uuids))
                 unknown = loader.unknown_uuids(events)
                 queries = loader.seed_sql(unknown) if unknown else []
                 while queries:
@@ -274,19 +279,23 @@ async def _apply(conn: Any, plan: Plan) -> None:
         if ids:
             for sql in expunge_statements(POSTGRESQL, ids):
                 await conn.execute(sql)
-    before, tables, after = plan.phases(POSTGRESQL)
-    for sql, rows in before:
-        await conn.executemany(sql, rows)
+    _, tables, _ = plan.phases(POSTGRESQL)
+    before, after = pgbulk.replica_catalog(plan)
+    for sql, args in before:
+        await conn.execute(sql, *args)
     for table, cols, rows in tables:
-        if len(rows) < COPY_THRESHOLD:
-            await conn.executemany(insert_sql(POSTGRESQL, table, cols, idempotent=table not in FRESH_TABLES), rows)
-            continue
-        if table in FRESH_TABLES:  # cannot conflict: straight in
+        if len(rows) < COPY_THRESHOLD:  # one statement of arrays (`pgbulk`), not one per row
+            sql, args = pgbulk.insert(table, cols, rows, idempotent=table not in FRESH_TABLES)
+            await conn.execute(sql, *args)
+        elif table in FRESH_TABLES:  # cannot conflict: straight in
             await conn.copy_records_to_table(table, records=rows, columns=list(cols))
         else:
             await _copy_insert(conn, table, cols, rows)
-    for sql, rows in after:
-        await conn.executemany(sql, rows)
+    for table, changes in plan.updates.items():
+        for sql, args in pgbulk.update(table, changes):
+            await conn.execute(sql, *args)
+    for sql, args in after:
+        await conn.execute(sql, *args)
 
 
 async def _create_staging(conn: Any) -> None:

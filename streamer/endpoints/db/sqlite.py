@@ -69,6 +69,18 @@ def sqlite_path(url: EndpointURL | str) -> str:
     return path
 
 
+def missing_directory(url: EndpointURL, path: str) -> None:
+    """Refuse a database whose directory does not exist, as `file://` does: a typo (or three slashes meant as
+    four, `sqlite:///tmp/x.db` in /tmp writing /tmp/tmp/x.db) must not create a tree silently."""
+    parent = Path(path).absolute().parent
+    if parent.is_dir():
+        return
+    hint = "" if Path(path).is_absolute() else (
+        f"; three slashes are relative to the current directory, for /{path} write sqlite:////{path} (four)")
+    raise EndpointError(f"{url.masked}: directory {parent} of {Path(path).absolute()} does not exist "
+                        f"(create it first){hint}")
+
+
 def default_path(dag_file: str | os.PathLike[str]) -> Path:
     """Where monitord puts the database of a workflow: `<dag basename>.stampede.db` beside it."""
     dag = Path(dag_file)
@@ -134,9 +146,7 @@ class SQLiteEndpoint(Endpoint):
     # -- in a writer thread ----------------------------------------------
 
     def _open_sync(self) -> None:
-        parent = Path(self.path).parent
-        if str(parent) and not parent.exists():
-            parent.mkdir(parents=True, exist_ok=True)
+        missing_directory(self.url, self.path)
         try:
             conn = sqlite3.connect(self.path, isolation_level=None, timeout=float(self.option("busy_timeout", 30)),
                                    check_same_thread=False)  # any thread of the pool, one at a time
@@ -203,10 +213,7 @@ class SQLiteEndpoint(Endpoint):
             # Take the write lock first: what we read (ids, existing rows) stays true until COMMIT,
             # even if another process writes the same file between our batches.
             conn.execute("BEGIN IMMEDIATE")
-            shared = writers.shared_with_others(uuids)
-            if shared:  # another writer loads this workflow too: re-read its ids, never expunge its rows
-                loader.forget(shared)
-                loader.joined.update(shared)
+            loader.share(writers.shared_with_others(uuids))  # re-read their ids, never expunge their rows
             self._ids.reload()
             unknown = loader.unknown_uuids(batch)
             for start in range(0, len(unknown), 400):

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from streamer.events import Event
-from streamer.endpoints.base import Endpoint
+from streamer.endpoints.base import Endpoint, Pending
 
 
 FORWARDED = frozenset({"unconfirmed_ids"})
@@ -79,11 +79,20 @@ class Layer(Endpoint):
     def health(self) -> str | None:
         return self.inner.health()
 
+    def pending(self) -> Pending:
+        return self.inner.pending()
+
     def give_up_after(self, seconds: float) -> None:
         self.inner.give_up_after(seconds)
 
+    def undelivered(self) -> list[tuple[int, str]]:
+        return self.inner.undelivered()
+
     def default_spool(self) -> Path | None:
         return self.inner.default_spool()
+
+    def leftover_spools(self) -> list[Path]:
+        return self.inner.leftover_spools()
 
     async def flush(self) -> None:
         await self.inner.flush()

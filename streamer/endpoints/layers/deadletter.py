@@ -33,6 +33,7 @@ from typing import Any, Sequence
 import orjson
 
 from streamer.events import Event, jsonenc
+from streamer.util.urls import mask
 from streamer.endpoints.base import Endpoint, EndpointError
 from streamer.endpoints.layers.base import Layer
 from streamer.endpoints.layers.resilience import Rejected
@@ -100,17 +101,26 @@ class DeadLetters(Layer):
             log.warning("%s: %d event(s) refused and written to %s (streamer load %s --dest ... re-delivers "
                         "them after a fix)", self.name, self.dead_lettered, self.path, self.path)
 
-    async def _dead_letter(self, event: Event, reason: str) -> None:
-        await self._dead_letter_json(orjson.loads(jsonenc.dumps(event)), reason)
+    def undelivered(self) -> list[tuple[int, str]]:
+        own = [(self.dead_lettered, f"dead-lettered to {self.path}")] if self.dead_lettered else []
+        return self.inner.undelivered() + own
 
-    async def _dead_letter_json(self, obj: dict[str, Any], reason: str) -> None:
+    async def _dead_letter(self, event: Event, reason: str) -> None:
+        origin = getattr(event, "origin", None)
+        where = f", {origin[0]}:{origin[1]}" if origin else ""
+        await self._dead_letter_json(orjson.loads(jsonenc.dumps(event)), reason, where)
+
+    async def _dead_letter_json(self, obj: dict[str, Any], reason: str, where: str = "") -> None:
+        """Append the event and say so: the one report of a dead-lettered event (the endpoint that refused it
+        leaves the telling to this layer)."""
+        reason = mask(reason)  # a server's or library's message may hold the raw URL
         obj[jsonenc.DEAD_LETTER_KEY] = {"reason": reason, "endpoint": self.name,
                                         "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         line = orjson.dumps(obj) + b"\n"
         await asyncio.to_thread(_append, self.path, line)
         self.dead_lettered += 1
-        log.warning("%s: event %s (id %s) refused, written to %s: %s", self.name, obj.get("event"),
-                    str(obj.get("event_id", ""))[:16], self.path, reason)
+        log.warning("%s: event %s (id %s%s) refused, written to %s: %s", self.name, obj.get("event"),
+                    str(obj.get("event_id", ""))[:16], where, self.path, reason)
 
 
 def _append(path: Path, line: bytes) -> None:

@@ -113,6 +113,15 @@ def sqlite_fault(exc: BaseException) -> str | None:
     return None
 
 
+def first_connection(retry_for: float, connect_for: float) -> RetryPolicy:
+    """How long a database endpoint tries to reach its server the first time: `connect_for` (a mistyped host
+    or port should not keep a command waiting `retry_for`), or `retry_for` when that is shorter (a spool's
+    grace); the setting that decided is named when it gives up."""
+    if connect_for < retry_for:
+        return RetryPolicy(retry_for=connect_for, setting="connect_for")
+    return RetryPolicy(retry_for=retry_for)
+
+
 ENDPOINTS = Reporting(exhausted=Unavailable, redact=mask, logger=log)
 """How the endpoints' retry loops speak: `Unavailable` when a fault outlasts `retry_for`, URLs masked."""
 
@@ -131,5 +140,5 @@ def retrying_sync(name: str, what: str, attempt: Callable[[], Any], policy: Retr
 
 
 __all__ = ["CONNECTION", "DEADLOCK", "ENDPOINTS", "LOCK_TIMEOUT", "SERIALIZATION", "STALE_IDS", "Rejected",
-           "RetryPolicy", "RetryStats", "TransientError", "Unavailable", "postgres_fault", "rejects_content",
-           "retrying", "retrying_sync", "sqlite_fault"]
+           "RetryPolicy", "RetryStats", "TransientError", "Unavailable", "first_connection", "postgres_fault",
+           "rejects_content", "retrying", "retrying_sync", "sqlite_fault"]

@@ -50,7 +50,7 @@ from streamer.core.record import Codec
 from streamer.events import Event
 from streamer.events.codec import JSON_LINES
 from streamer.core.spool import Spool, SpoolError, SpoolFull
-from streamer.endpoints.base import Endpoint, EndpointError
+from streamer.endpoints.base import Endpoint, EndpointError, Pending
 from streamer.endpoints.layers.base import Layer
 from streamer.endpoints.layers.resilience import RetryPolicy, RetryStats, TransientError, Unavailable, retrying
 
@@ -66,7 +66,8 @@ class Spooling(Layer):
 
     def __init__(self, inner: Endpoint, path: str | Path, *, max_bytes: int = DEFAULT_SPOOL_BYTES,
                  grace: float = DEFAULT_GRACE, drain_timeout: float = DEFAULT_DRAIN_TIMEOUT,
-                 codec: Codec[Event] = JSON_LINES, max_delay: float = 5.0, remove_if_empty: bool = False) -> None:
+                 codec: Codec[Event] = JSON_LINES, max_delay: float = 5.0, remove_if_empty: bool = False,
+                 patient: bool = True) -> None:
         super().__init__(inner)
         self.state_key = None  # spooled events reach the output after their checkpoint: no exact cut-back
         self.spool_dir = Path(path).expanduser()
@@ -78,6 +79,13 @@ class Spooling(Layer):
         """Cap of the replay's back-off (seconds)."""
         self.remove_if_empty = remove_if_empty
         """Remove the spool directory at close when nothing is left (a default one, not given by the user)."""
+        self.patient = patient
+        """True when `drain_timeout` was given: wait that long at close whatever happens. False (the default):
+        a server never reached in this run is not waited for (a mistyped host or port must not keep the
+        command 300 s), nor one that is away when a signal asks the run to end; the spool stays for the next
+        run, which delivers it first."""
+        self._reached = False
+        self._interrupted = False
         self._refused = False  # the endpoint refused a batch for good: an empty spool is not left behind
         self.chunk = max(1, int(inner.option("batch") or 5000))
         self.spool: Spool | None = None
@@ -86,6 +94,10 @@ class Spooling(Layer):
         self.drained = 0
         """Events replayed from the spool and acknowledged by the endpoint."""
         self.replay_stats = RetryStats()
+        self.outages = 0
+        """Times the endpoint went away (a refused or lost connection, a fault outlasting the grace)."""
+        self._since: float | None = None
+        """`time.monotonic()` since when events wait in the spool (None: it is empty)."""
         self._inner_open = False
         self._down: str | None = None
         self._drainer: asyncio.Task[None] | None = None
@@ -101,9 +113,12 @@ class Spooling(Layer):
             self.spool = Spool(self.spool_dir, self.max_bytes)
         except (SpoolError, OSError) as exc:
             raise EndpointError(f"{self.name}: cannot use spool {self.spool_dir}: {exc}") from None
+        if self.remove_if_empty:  # the default spool: take in what runs to another address of it left
+            for path in self.inner.leftover_spools():
+                self._adopt(path)
         try:
             await self.inner.open()
-            self._inner_open = True
+            self._inner_open = self._reached = True
         except Unavailable as exc:
             self._note_down(exc)
         except BaseException:  # a permanent refusal: this run will not use the spool (nor leave it empty behind)
@@ -113,7 +128,34 @@ class Spooling(Layer):
         if len(self.spool):
             log.warning("%s: %d events spooled by an earlier run in %s; delivering them first",
                         self.name, len(self.spool), self.spool_dir)
+            self._since = time.monotonic()
             self._start_drainer()
+
+    def _adopt(self, path: Path) -> None:
+        """Move the events of a spool an earlier run left at another address of this destination into ours,
+        in order, ahead of this run's (announced: the user changed the URL, the events were meant for here)."""
+        assert self.spool is not None
+        try:
+            other = Spool(path, self.max_bytes)
+        except (SpoolError, OSError) as exc:  # another process uses it: that one delivers it
+            log.warning("%s: an earlier run's spool %s is not taken in: %s", self.name, path, exc)
+            return
+        try:
+            records, position = other.peek(len(other))
+            if records:
+                self.spool.append(records)
+                other.commit(position, len(records))
+                log.warning("%s: %d events an earlier run spooled for this exchange at another broker address (%s) "
+                            "are delivered first", self.name, len(records), path)
+        except (SpoolError, OSError) as exc:
+            log.warning("%s: an earlier run's spool %s is not taken in: %s", self.name, path, exc)
+        finally:
+            other.close(remove_if_empty=True)
+
+    def interrupt(self) -> None:
+        """A signal asked the run to end: unless `patient`, `close` does not wait for a server that is away
+        (the spool keeps the events for the next run)."""
+        self._interrupted = not self.patient
 
     async def write(self, batch: Sequence[Event]) -> None:
         if not batch:
@@ -141,6 +183,8 @@ class Spooling(Layer):
         except OSError as exc:
             raise EndpointError(f"{self.name}: cannot write spool {self.spool_dir}: {exc}") from None
         self.spooled += len(pending)
+        if self._since is None:
+            self._since = time.monotonic()
         self._start_drainer()
 
     async def flush(self) -> None:
@@ -178,16 +222,37 @@ class Spooling(Layer):
         if spool is None or not len(spool):
             return
         self._start_drainer()
+        if not self._reached and not self.patient and self._down is not None:
+            raise EndpointError(
+                f"{self.name}: never reached ({self._down}); {len(spool):,} events stay spooled in "
+                f"{self.spool_dir} and are delivered first by the next run to this exchange (check the host and "
+                f"port; drain_timeout=SECONDS waits for a server that is coming)")
         log.info("%s: waiting up to %g s for %d spooled events to be delivered", self.name, timeout, len(spool))
-        deadline = time.monotonic() + timeout
+        started = time.monotonic()
+        deadline, next_note = started + timeout, started + 10
         while len(spool):
             self._raise_failure()
-            if time.monotonic() >= deadline:
+            now = time.monotonic()
+            if self._interrupted and self._down is not None:
+                raise EndpointError(
+                    f"{self.name}: interrupted while unavailable ({self._down}); {len(spool):,} events stay "
+                    f"spooled in {self.spool_dir} (the next run with this spool delivers them first)")
+            if now >= deadline:
                 raise EndpointError(
                     f"{self.name}: still unavailable after {timeout:g}s ({self._down}); {len(spool):,} events "
                     f"remain spooled in {self.spool_dir} and will be delivered by the next run with the same "
                     f"spool (raise drain_timeout= to wait longer)")
+            if now >= next_note:  # counts down where the user sees it
+                next_note = now + 10
+                log.warning("%s: %d events still spooled; waiting %.0f s more for the server (%s); Ctrl-C leaves "
+                            "them in %s for the next run", self.name, len(spool), deadline - now,
+                            self._down or "delivering", self.spool_dir)
             await asyncio.sleep(0.05)
+
+    def pending(self) -> Pending:
+        return Pending(spooled=len(self.spool) if self.spool is not None else 0, spooled_total=self.spooled,
+                       drained=self.drained, since=self._since, held=self.inner.pending().held,
+                       failures=self.outages + self.replay_stats.total, owner=id(self))
 
     def health(self) -> str | None:
         reason = self.inner.health() or (f"unavailable ({self._down})" if self._down is not None else None)
@@ -200,6 +265,7 @@ class Spooling(Layer):
 
     def _note_down(self, exc: Unavailable) -> None:
         if self._down is None:
+            self.outages += 1
             log.warning("%s: %s; spooling events to %s until it is back", self.name, exc, self.spool_dir)
         self._down = str(exc)
 
@@ -224,6 +290,8 @@ class Spooling(Layer):
                                policy, self.replay_stats)
                 spool.commit(position, len(records))
                 self.drained += len(records)
+                if not len(spool):
+                    self._since = None
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # a permanent error: the next write, flush or close reports it
@@ -244,7 +312,7 @@ class Spooling(Layer):
                 async with self._lock:
                     if not self._inner_open:
                         await self.inner.open()
-                        self._inner_open = True
+                        self._inner_open = self._reached = True
                     self.inner.prepare(pending)
                     await self.inner.write(pending)
             except Unavailable as exc:
@@ -268,7 +336,8 @@ def with_spool(endpoint: Endpoint) -> Endpoint:
                     grace=float(_given(endpoint.option("spool_grace"), endpoint.spool_grace)),
                     drain_timeout=float(_given(endpoint.option("drain_timeout"), DEFAULT_DRAIN_TIMEOUT)),
                     max_delay=float(_given(endpoint.option("retry_max"), 5.0)),
-                    codec=getattr(endpoint, "spool_codec", JSON_LINES), remove_if_empty=given is None)
+                    codec=getattr(endpoint, "spool_codec", JSON_LINES), remove_if_empty=given is None,
+                    patient=endpoint.option("drain_timeout") is not None)
 
 
 def _given(value: Any, default: float) -> Any:

@@ -33,8 +33,19 @@ def waiting_for(endpoint: Any) -> str | None:
     if not count:  # down, and nothing spooled yet: what is in flight is read again by the next run
         return (f"{endpoint.name}: waiting up to {endpoint.drain_timeout:g} s for {who} (unreachable; nothing "
                 f"spooled yet); Ctrl-C again stops at once, and the next run reads again what was not delivered")
+    if down and not getattr(endpoint, "patient", True):  # safe on disk: waiting for a server away helps nobody
+        return (f"{endpoint.name}: {who} is unreachable: {count:,} spooled events stay in {endpoint.spool_dir} "
+                "for the next run")
     return (f"{endpoint.name}: waiting up to {endpoint.drain_timeout:g} s for {who} to take {count:,} spooled "
             f"events; Ctrl-C again leaves them in {endpoint.spool_dir}")
+
+
+def stop_waiting(endpoint: Any) -> None:
+    """The user interrupted the run: an endpoint whose server is away stops waiting for it at close (what it
+    spooled stays for the next run); one that is delivering finishes its drain."""
+    interrupt = getattr(endpoint, "interrupt", None)
+    if callable(interrupt):
+        interrupt()
 
 
 def left_behind(endpoint: Any) -> str | None:

@@ -22,14 +22,13 @@ For the whole table a stream needs `STATUS_EVENTS`.
 
 from __future__ import annotations
 
-import re
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any, Callable, Iterable
-from urllib.parse import unquote
 
 from streamer.events import Event
+from streamer.events.tally.excerpt import stderr_excerpt
 from streamer.events.tally.counts import FAILURE, RUNNING, SUCCESS, DagCounts
 
 MAX_FAILURES = 10
@@ -50,20 +49,6 @@ def exit_code(raw: Any) -> int | None:
     if not isinstance(raw, int):
         return None
     return raw >> 8 if raw >= 256 and raw % 256 == 0 else raw
-
-
-_BANNER = re.compile(r"PegasusLite: version|Executing on host|^#+\s*(\[Pegasus Lite\].*)?#*$")
-
-
-def first_line(text: Any) -> str | None:
-    """First line of a (monitord URL-quoted) stderr text, after PegasusLite's banner lines."""
-    if not isinstance(text, str) or not text:
-        return None
-    for line in unquote(text).splitlines():
-        line = line.strip()
-        if line and not _BANNER.search(line):
-            return line
-    return None
 
 
 @dataclass
@@ -178,11 +163,17 @@ class StatusTracker:
         self.failures: deque[Failure] = deque(maxlen=max_failures)
         self.events = 0
         self.last_ts: float | None = None
+        self.names: set[str] = set()
+        """The event names seen: `incomplete` says what the totals lack."""
+        self.began: set[str] = set()
+        """Workflows whose wf.plan or xwf.start was seen (the others began before the stream was read)."""
 
     # ------------------------------------------------------------ reading
     def feed(self, events: Iterable[Event]) -> None:
+        names = self.names
         for event in events:
             self.events += 1
+            names.add(event.name)
             fields = event.fields
             xwf = fields.get("xwf.id")
             if not xwf:
@@ -191,6 +182,8 @@ class StatusTracker:
             if isinstance(ts, (int, float)):
                 self.last_ts = ts if self.last_ts is None else max(self.last_ts, ts)
             wf = self._workflow(str(xwf), fields)
+            if event.name in _BEGINNINGS:
+                self.began.add(wf.xwf_id)
             handler = _HANDLERS.get(event.name)
             if handler is not None:
                 handler(self, wf, fields)
@@ -293,7 +286,7 @@ class StatusTracker:
             return
         job.ended, job.end = True, f.get("ts")
         job.exitcode = exit_code(f.get("exitcode"))
-        job.stderr = first_line(f.get("stderr.text")) or job.stderr
+        job.stderr = stderr_excerpt(f.get("stderr.text")) or job.stderr
         if f.get("site"):
             job.site = str(f["site"])
         if job.start is None and isinstance(f.get("local.dur"), (int, float)) and isinstance(job.end, (int, float)):
@@ -395,11 +388,34 @@ class StatusTracker:
                               "restart_count": wf.restart_count, **wf.counts().as_dict()}
         return out
 
+    def incomplete(self) -> list[str]:
+        """Why the totals cannot be complete (empty: nothing known to be missing). A stream published with a
+        filter (deploy/README's bandwidth saver has no `stampede.job.info`: a failed job beyond its retries
+        then counts as retrying, not as FAILURE), or joined after its workflows began (their earlier events
+        were never read)."""
+        if not any(name.startswith("stampede.job_inst.") for name in self.names):
+            return []
+        out = []
+        if "stampede.job.info" not in self.names:
+            out.append("the totals cannot be complete: the stream carries no stampede.job.info events (published "
+                       "with a filter?): the jobs' retry limits are unknown, so a job that failed for good counts "
+                       f"as retrying, not as FAILURE; publish at least {STATUS_EVENTS}")
+        late = [wf.label or wf.xwf_id for wf in self.workflows.values() if wf.xwf_id not in self.began]
+        if late:
+            shown = ", ".join(late[:3]) + (f" and {len(late) - 3} more" if len(late) > 3 else "")
+            out.append(f"the totals cannot be complete: {shown} began before this stream was read (no wf.plan, "
+                       f"no xwf.start): only the events since count (read the submit directory, or a queue that "
+                       f"kept every event)")
+        return out
+
     @property
     def finished(self) -> bool:
         """Every root workflow seen has ended (and at least one was seen)."""
         roots = self.roots()
         return bool(roots) and all(wf.state != RUNNING for wf in roots)
+
+
+_BEGINNINGS = frozenset({"stampede.wf.plan", "stampede.xwf.start"})
 
 
 def _phase(phase: str) -> Callable[[StatusTracker, WorkflowState, dict[str, Any]], None]:

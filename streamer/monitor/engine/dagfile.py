@@ -14,7 +14,7 @@ RE_DAG_JOB = re.compile(r"JOB\s+(\S+)\s(\S+)(\s+DONE)?", re.IGNORECASE)
 RE_DAG_TASK = re.compile(r"TASK\s+(\S*)\s(\S+)", re.IGNORECASE)
 RE_DAG_SCRIPT = re.compile(r"SCRIPT (?:PRE|POST)\s+(\S+)\s(\S+)\s(.*)", re.IGNORECASE)
 RE_DAG_SUBDAG = re.compile(r"SUBDAG EXTERNAL\s+(\S+)\s(\S+)\s?(?:DIR)?\s?(\S+)?", re.IGNORECASE)
-RE_PRE_LOG = re.compile(r"\s*-Dpegasus.log.\*=(\S+)\s.*", re.IGNORECASE)
+RE_PRE_LOG = re.compile(r"-Dpegasus.log.\*=(\S+)\s", re.IGNORECASE)  # searched: no leading \s*, linear
 
 
 @dataclass(slots=True)

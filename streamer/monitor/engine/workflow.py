@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from streamer.util import safenames
 from streamer.monitor.parsers import jobstate
 from streamer.monitor.parsers.dagman import LineParser, classify
 from streamer.monitor.engineopts import DEFAULT as DEFAULT_OPTIONS, EngineOptions
@@ -52,8 +53,12 @@ class Workflow:
         self.identity = identity
         self.jobstate: jobstate.JobstateWriter | None = None
         if write_jobstate:
-            path = Path(options.jobstate_path(run_dir, identity.wf_uuid))
-            self.jobstate = jobstate.JobstateWriter(path, truncate_at=jobstate_length, rotate=first_run)
+            try:
+                path = Path(options.jobstate_path(run_dir, identity.wf_uuid))
+            except safenames.UnsafeName as exc:  # a braindump's wf_uuid never picks where we write
+                (on_warning or _log_warning)(f"{run_dir}: no jobstate.log written for this workflow: {exc}")
+            else:
+                self.jobstate = jobstate.JobstateWriter(path, truncate_at=jobstate_length, rotate=first_run)
         self.ctx = Context(run_dir, dagman_out, identity, on_warning or _log_warning, self._write,
                            options=options, fixed=identity.fixed_fields())
         self.skipping_recovery = False

@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from streamer.util import safenames
 from streamer.monitor.parsers import yamlguard
 from streamer.util.limits import read_bounded
 
@@ -22,6 +23,8 @@ _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 """The schema's uuid type."""
 UUID_KEYS = ("wf_uuid", "root_wf_uuid")
+FILE_KEYS = ("dag", "notify", "properties")
+"""Keys naming a file of the submit directory itself: one path component each (`safenames.component`)."""
 PATH_KEYS = ("dax", "basedir", "submit_dir", "planner", "bindir")
 """Keys Pegasus's braindump loader reads as paths: `a/./b` and `a//b` come out normalised."""
 
@@ -35,14 +38,32 @@ def load(directory: str | Path) -> dict[str, str]:
     directory = Path(directory)
     yml = directory / "braindump.yml"
     if yml.is_file():
+        text = read_bounded(yml).decode("utf-8", errors="replace")
         try:
-            return parse_yaml(read_bounded(yml).decode("utf-8", errors="replace"))
+            return check_names(parse_yaml(text), text)
         except BraindumpError as exc:
             raise BraindumpError(f"{yml}:{exc}") from None
     txt = directory / "braindump.txt"
     if txt.is_file():
-        return parse_text(read_bounded(txt).decode("utf-8", errors="replace"))
+        try:
+            return check_names(parse_text(read_bounded(txt).decode("utf-8", errors="replace")))
+        except BraindumpError as exc:
+            raise BraindumpError(f"{txt}: {str(exc).split(': ', 1)[1]}") from None
     raise BraindumpError(f"no braindump.yml or braindump.txt in {directory}")
+
+
+def check_names(values: dict[str, str], yaml_text: str | None = None) -> dict[str, str]:
+    """`values`, when each file it names in the submit directory stays there (`dag: ../../x` does not):
+    else BraindumpError (`LINE: dag '../x' cannot be used as a name: ...`; line 1 without `yaml_text`)."""
+    for key in FILE_KEYS:
+        value = values.get(key)
+        if value is not None:
+            try:
+                safenames.component(value, key)
+            except safenames.UnsafeName as exc:
+                line = _line_of(yaml_text, key) if yaml_text is not None else 1
+                raise BraindumpError(f"{line}: {exc}") from None
+    return values
 
 
 def parse_yaml(text: str) -> dict[str, str]:

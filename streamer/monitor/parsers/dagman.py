@@ -38,7 +38,7 @@ RE_CONDOR_ID = re.compile(r"\*\* condor_scheduniv_exec\.([0-9\.]+) \(CONDOR_DAGM
 RE_PID = re.compile(r"\*\* PID = (\d+)$")
 RE_DAG_NAME = re.compile(r"Parsing (.+) ...$")
 RE_VERSION = re.compile(r"\*\* \$CondorVersion: ((\d+)\.(\d+)\.(\d+))")
-RE_HOLD = re.compile(r"\s*Hold reason:(.*)")
+RE_HOLD = re.compile(r"Hold reason:(.*)")
 
 
 @dataclass(slots=True)
@@ -173,8 +173,9 @@ def classify(line: str) -> tuple[str, tuple]:
         m = RE_PID.search(line)
         if m:
             return "pid", (int(m.group(1)),)
-    if "Parsing" in line:
-        m = RE_DAG_NAME.search(line)
+    start = line.find("Parsing ")
+    if start != -1:  # from the first "Parsing " only: a later one cannot match where the first did not (linear)
+        m = RE_DAG_NAME.match(line, start)
         if m:
             return "dag_start", (m.group(1),)
     if "$CondorVersion:" in line:

@@ -34,8 +34,10 @@ log = logging.getLogger(__name__)
 MULTIPART_MARKER = "---------------pegasus-multipart"
 MONITORING_START = "@@@MONITORING_PAYLOAD - START@@@"
 MONITORING_END = "@@@MONITORING_PAYLOAD - END@@@"
-RE_PROPS = re.compile(r'(\S+)\s*=\s*([^",]+)')
-RE_QUOTED_PROPS = re.compile(r'(\S+)\s*=\s*"([^"]+)"')
+RE_PROPS = re.compile(r'(?<![^\s,\[])([^\s=,\[]+)\s*=\s*([^",]+)')
+RE_QUOTED_PROPS = re.compile(r'(?<![^\s,\[])([^\s=,\[]+)\s*=\s*"([^"]+)"')
+"""`key=value` and `key="value"` of PMC's task and summary lines; a key starts after a blank, `,` or `[`
+and holds none of them, so each character is looked at a bounded number of times (found with findall)."""
 RE_ISO = re.compile(
     r"(\d{4})-?(\d{2})-?(\d{2})[ tT]?(\d{2}):?(\d{2}):?(\d{2})([.,]\d+)?([zZ]|[-+](\d{2}):?(\d{2}))"
 )

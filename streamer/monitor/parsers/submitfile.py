@@ -129,7 +129,7 @@ def dagman_log_from_environment(value: str) -> str | None:
 
 def _rsl_minutes(line: str, current: int | None) -> int | None:
     """Largest time limit (minutes) in a globusrsl line (monitord crashes on this comparison)."""
-    for item in re.findall(r"\(([^)]+)\)", line):
+    for item in re.findall(r"\(([^()]+)\)", line):
         key, _, value = item.partition("=")
         if re.sub(r"[-_]", "", key).lower() in GOOD_RSL:
             try:

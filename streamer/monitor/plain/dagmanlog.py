@@ -20,7 +20,8 @@ become what monitord would say of them, and nothing more:
 - `stampede.job_inst.*` for every node line: DAGMan's sequence number is the
   instance number (`job_inst.id`: unique in the DAG, kept across rescue runs),
   `js.id` counts the lines of that instance, the job tag is the site, and the
-  condor id is the `sched.id`.
+  condor id is the `sched.id`; a PRE script's end is preceded by the
+  `pre.term` monitord makes of it (`PRE_SCRIPT_ENDS`).
 
 What only Pegasus's files could add (stdout/stderr files, kickstart records,
 hosts, job types) is absent, not invented. The converter is a plain state
@@ -53,6 +54,7 @@ UNKNOWN_FAILURE_CODE = 2
 # DAGMan event name -> Stampede job_inst events (suffix, status) it implies.
 NODE_EVENTS: dict[str, tuple[tuple[str, int | None], ...]] = {
     "PRE_SCRIPT_STARTED": (("pre.start", None),),
+    "PRE_SCRIPT_TERMINATED": (("pre.term", None),),  # only in a jobstate.log monitord wrote
     "PRE_SCRIPT_SUCCESS": (("pre.end", 0),),
     "PRE_SCRIPT_FAILURE": (("pre.end", -1), ("main.end", -1)),
     "SUBMIT": (("submit.start", None), ("submit.end", 0)),
@@ -76,6 +78,10 @@ NODE_EVENTS: dict[str, tuple[tuple[str, int | None], ...]] = {
 }
 """Node events with no Stampede counterpart (JOB_SUSPENDED, SHADOW_EXCEPTION, ...) give no
 event but still count in `js.id`, so the numbering matches the log line for line."""
+PRE_SCRIPT_ENDS = frozenset(("PRE_SCRIPT_SUCCESS", "PRE_SCRIPT_FAILURE", "PRE_SCRIPT_FAILED"))
+"""DAGMan writes no PRE_SCRIPT_TERMINATED line; monitord, reading dagman.out, puts one before the PRE
+script's end (its own jobstate.log has it). Its `pre.term` is made here too, with a `js.id` of its own
+(the lines after it count on from there, as monitord's do), unless the log has the line itself."""
 # monitord writes some states under other names in the jobstate.log it keeps
 NODE_EVENTS["SUBMIT_FAILED"] = NODE_EVENTS["SUBMIT_FAILURE"]
 NODE_EVENTS["PRE_SCRIPT_FAILED"] = NODE_EVENTS["PRE_SCRIPT_FAILURE"]
@@ -153,7 +159,8 @@ class DagmanJobstate:
         self.recovery: str | None = None  # None, "started", "finished", "failure"
         self.known: set[str] = set()      # nodes whose job.info went out
         self.nodes: dict[str, list[Any]] = {}
-        """node -> [seq, js, sched_id, site, execute_ts, terminated_ts, lines read of this instance]."""
+        """node -> [seq, js, sched_id, site, execute_ts, terminated_ts, lines read of this instance,
+        PRE script terminated (`PRE_SCRIPT_ENDS`)]."""
         self.ended: dict[str, list[Any]] = {}
         """node -> [seq, lines read] of its last instance that ended (a repeat of one of them is known)."""
         self.last_internal: list[Any] | None = None
@@ -172,7 +179,7 @@ class DagmanJobstate:
         self.running = bool(state.get("running"))
         self.recovery = state.get("recovery")
         self.known = set(state.get("known", ()))
-        self.nodes = {k: list(v) + [[]] * (7 - len(v)) for k, v in state.get("nodes", {}).items()}
+        self.nodes = {k: list(v) + [[], False][max(0, len(v) - 6):] for k, v in state.get("nodes", {}).items()}
         self.ended = {k: list(v) for k, v in state.get("ended", {}).items()}
         self.last_internal = state.get("last_internal")
         self.unmapped = int(state.get("unmapped", 0))
@@ -280,13 +287,19 @@ class DagmanJobstate:
             ended = self.ended.get(node)
             if ended is not None and ended[0] == seq and said in ended[1]:
                 raise RepeatedLine(f"{node} {event} {seq}")
-            inst = [seq, 0, None, None, None, None, []]
+            inst = [seq, 0, None, None, None, None, [], False]
             self.nodes[node] = inst
         elif said in inst[6]:
             raise RepeatedLine(f"{node} {event} {seq}")
         inst[6].append(said)
         del inst[6][:-REMEMBERED]
         self._job_info(ts, node, out)
+        if event in PRE_SCRIPT_ENDS and not inst[7]:
+            inst[1] += 1
+            self._emit(out, "job_inst.pre.term", {"ts": ts, "job.id": node, "job_inst.id": seq, "js.id": inst[1],
+                                                  "sched.id": inst[2]})
+        elif event == "PRE_SCRIPT_TERMINATED":
+            inst[7] = True
         inst[1] += 1
         if re.fullmatch(r"-?\d+\.\d+", condor):
             inst[2] = condor

@@ -21,7 +21,12 @@ collector has delivered them to its endpoints (the central PostgreSQL, files).
   while held events fill it (`_widen_window`), so the parents a killed
   collector's requeued messages bring, behind the held events, still arrive.
   See docs/guide/collect.md for what each mode guarantees.
-- **Prefetch window** (`?prefetch=N`, default 1000): messages in flight per collector.
+- **Batches by size and time** (`?batch=N`, default 5000 events; `?linger=SECONDS`, default 0.25): once a
+  message came, the collector waits for more until it has `batch` of them or `linger` has passed, and hands
+  them to the endpoints as one batch (one database transaction), whatever the rate messages arrive at. A batch
+  never exceeds the prefetch window (nothing more would come before it is acknowledged).
+- **Prefetch window** (`?prefetch=N`, default twice `batch`): messages in flight per collector (the next batch
+  fills while one is written).
 - **Reconnect**: a lost connection is retried with backoff (up to `retry_max`
   seconds between attempts); what was in flight is redelivered by the broker.
 - `?declare=true` declares the queue (durable) if it is missing; `?bind=EXCHANGE`
@@ -31,9 +36,12 @@ collector has delivered them to its endpoints (the central PostgreSQL, files).
 - `?idle=SECONDS`: end once no message came for that long (batch collection,
   cron); without it the collector runs until SIGINT/SIGTERM.
 
-Messages are monitord's JSON form (with or without `event_id`), typed as file
-input is (`jsonenc.from_dict`); a message that is not an event is reported,
-counted and acknowledged (keeping it would block the queue for ever).
+Messages are monitord's JSON form (with or without `event_id`), typed and
+checked as file input is (`jsonenc.from_dict`, the schema's constraints); a
+message that is not an event is reported, counted and rejected without
+requeueing (keeping it would block the queue for ever): a queue with a
+dead-letter exchange (`x-dead-letter-exchange`) keeps it there, any other
+drops it.
 """
 
 from __future__ import annotations
@@ -44,17 +52,25 @@ import random
 import time
 from typing import Any, AsyncIterator
 
-from streamer.amqp.connection import BrokerUnavailable, closed_future, connect, parse_target
+from pathlib import Path
+
+from streamer.amqp.connection import BrokerUnavailable, closed_future, connect, node_of, parse_target
+from streamer.amqp.topology import DECLARE_OPTIONS, QUEUE_TYPES, TopologyError, declare_queue, queue_spec
 from streamer.core.options import parse_bool
 from streamer.util.urls import mask
 from streamer.sources.amqp.tail import binding_keys, decode_message
+from streamer.sources.amqp.stream import StreamOffset, default_state_path, message_offset, parse_offset
 from streamer.sources.base import Batch, Source, SourceError
 
 log = logging.getLogger("streamer.collector")
 
-OPTIONS = ("declare", "single_active", "bind", "routing", "prefetch", "idle", "retry_max", "heartbeat",
-           "connect_timeout", "exchange_type", "cafile", "certfile", "keyfile", "verify")
-MAX_BATCH = 1000
+OPTIONS = ("declare", "single_active", "bind", "routing", "prefetch", "batch", "linger", "idle", "retry_max",
+           "heartbeat", "connect_timeout", "exchange_type", "cafile", "certfile", "keyfile", "verify", "offset",
+           "offset_state", *DECLARE_OPTIONS)
+BATCH = 5000
+"""Events per batch handed to the endpoints, by default (`?batch=`)."""
+LINGER = 0.25
+"""Seconds a batch waits for more messages once one came, by default (`?linger=`)."""
 WINDOW_CHECK = 0.25
 """Seconds without a message after which the prefetch window is looked at (`_widen_window`)."""
 MAX_WINDOW = 50_000
@@ -66,7 +82,8 @@ class QueueSource(Source):
 
     follow = True  # like `load --follow`: a signal ends it with exit 0
 
-    def __init__(self, url: str, options: dict[str, Any] | None = None) -> None:
+    def __init__(self, url: str, options: dict[str, Any] | None = None, *,
+                 destinations: list[str] | None = None, state_dir: Path | None = None) -> None:
         base, _, query = url.partition("?")
         from urllib.parse import parse_qsl
 
@@ -77,12 +94,35 @@ class QueueSource(Source):
         self.target = parse_target(base)
         self.queue_name = self.target.exchange  # the last path segment names the queue here
         try:
-            self.prefetch = max(1, int(self.options.get("prefetch", 1000)))
+            batch = max(1, int(self.options.get("batch", BATCH)))
+            self.prefetch = max(1, int(self.options.get("prefetch", 2 * batch)))
+            self.batch_max = min(batch, self.prefetch)
+            self.linger = max(0.0, float(self.options.get("linger", LINGER)))
             self.idle = float(self.options["idle"]) if self.options.get("idle") not in (None, "") else None
             self.retry_max = float(self.options.get("retry_max", 30.0))
             self.single_active = parse_bool(self.options.get("single_active", True))
+            self._typed = bool(self.options.get("queue_type"))
+            """The queue's type is known (given, or asked of the broker once)."""
+            self.queue_type = str(self.options.get("queue_type") or "classic").lower()
+            if self.queue_type not in QUEUE_TYPES:
+                raise TopologyError(f"queue_type must be one of {', '.join(QUEUE_TYPES)}, not {self.queue_type!r}")
+            self.declare = (queue_spec(self.queue_name, self.options, single_active=self.single_active)
+                            if parse_bool(self.options.get("declare", False)) else None)
+            self.start_at = parse_offset(self.options.get("offset"))
         except ValueError as exc:
             raise SourceError(f"{self.target.display}: bad option value: {exc}") from None
+        self.destinations = destinations or []
+        """The run's destinations (masked): a stream's stored offset is theirs (`stream.default_state_path`)."""
+        self.state_dir = state_dir
+        """Where a stream's offset is kept (`$STREAMER_STATE_DIR`, given by the command); None: not kept unless
+        `?offset_state=PATH`."""
+        self.offsets: StreamOffset | None = None
+        self._skip_below: int | None = None
+        self.node = ""
+        """`host:port` of the broker in use (or last used)."""
+        self._queue: Any = None
+        self._inbox: asyncio.Queue[Any] = asyncio.Queue()
+        self._tag: Any = None
         self.stats_bad = 0
         self.received = 0
         self.acked = 0
@@ -99,44 +139,100 @@ class QueueSource(Source):
     # ------------------------------------------------------------ connection
 
     async def _open(self) -> Any:
-        """Connect, declare/bind as asked, start consuming; the queue's consumer inbox."""
+        """Connect (to the first broker that answers; after a loss, from the next one), declare/bind as asked,
+        start consuming; the queue's consumer inbox and the connection's closing."""
+        for _ in range(2):
+            if not await self._connect():
+                return None
+            try:
+                inbox = await self._consume()
+            except Exception as exc:  # not found, refused, precondition: say so, no traceback
+                refused = per_consumer_only(exc)
+                if refused is None or refused == self.queue_type:
+                    raise SourceError(f"{self.target.display}: {mask(str(exc) or type(exc).__name__)}") from None
+                # a quorum queue refuses a channel-wide prefetch (closing the connection), a stream wants a
+                # per-consumer one: the same again with that
+                log.info("%s: a %s queue: per-consumer prefetch", self.name, refused)
+                self.queue_type = refused
+                await self._drop_connection()
+                continue
+            return inbox, self._lost()
+        raise SourceError(f"{self.target.display}: cannot consume the queue")
+
+    def _lost(self) -> asyncio.Future[None]:
+        """A future the connection's closing or the consuming channel's completes: a channel the broker closed
+        (an error on it) delivers nothing more while the connection lives on, so it is a loss too."""
+        closed = closed_future(self._connection)
+
+        def channel_closed(_: Any, exc: BaseException | None = None, *rest: Any) -> None:
+            if not closed.done():
+                if exc is not None and not self._stopped.is_set():
+                    log.warning("%s: the broker closed the channel: %s", self.name, mask(str(exc) or repr(exc)))
+                closed.set_result(None)
+
+        self._channel.close_callbacks.add(channel_closed)
+        return closed
+
+    async def _connect(self) -> bool:
         delay = 0.2
         while True:
             try:
-                self._connection = await connect(self.target, self.options, name="streamer collector")
-                break
+                self._connection = await connect(self.target, self.options, name="streamer collector",
+                                                 after=self.node or None)
+                self.node = node_of(self._connection)
+                self._generation += 1
+                return True
             except BrokerUnavailable as exc:
                 if exc.permanent or self._generation == 0:
                     raise SourceError(str(exc)) from None  # bad credentials, vhost; or down at start
                 log.warning("%s; retrying in %.1f s", exc, delay)
                 await self._sleep(delay)
                 if self._stopped.is_set():
-                    return None
+                    return False
                 delay = min(self.retry_max, delay * 2) * random.uniform(0.8, 1.0)
-        self._generation += 1
-        try:
-            channel = await self._connection.channel()
-            # Channel-wide (global) on a channel with one consumer: RabbitMQ applies a per-consumer limit only
-            # to consumers started after it, so `_widen_window` could not widen one.
-            await channel.set_qos(prefetch_count=self.prefetch, global_=True)
-            self._channel, self._window, self._taken, self._gen_acked = channel, self.prefetch, 0, 0
-            if parse_bool(self.options.get("declare", False)):
-                arguments = {"x-single-active-consumer": True} if self.single_active else None
-                queue = await channel.declare_queue(self.queue_name, durable=True, arguments=arguments)
+
+    async def _consume(self) -> asyncio.Queue[Any]:
+        """A channel with its prefetch, the queue declared/bound as asked, a consumer filling the inbox."""
+        if self.declare is None and not self._typed:
+            self.queue_type = await queue_type_of(self._connection, self.queue_name) or self.queue_type
+            self._typed = True
+        channel = await self._connection.channel()
+        # classic: channel-wide (global) on a channel with one consumer, since RabbitMQ applies a per-consumer
+        # limit only to consumers started after it (`_widen_window` widens a global one in place); quorum
+        # queues and streams take only a per-consumer limit (`_widen_window` starts a new consumer then)
+        await channel.set_qos(prefetch_count=self.prefetch, global_=self.queue_type == "classic")
+        self._channel, self._window, self._taken, self._gen_acked = channel, self.prefetch, 0, 0
+        if self.declare is not None:
+            queue = await declare_queue(channel, self.declare)
+        else:
+            queue = await channel.declare_queue(self.queue_name, passive=True)
+        exchange = self.options.get("bind")
+        if exchange:
+            await channel.declare_exchange(exchange, str(self.options.get("exchange_type", "topic")),
+                                           durable=True)
+            for key in binding_keys(self.options.get("routing")):
+                await queue.bind(exchange, routing_key=key)
+        self._queue, self._inbox = queue, asyncio.Queue()
+        self._tag = await queue.consume(self._inbox.put, arguments=self._consume_arguments())
+        return self._inbox
+
+    def _consume_arguments(self) -> dict[str, Any] | None:
+        if self.queue_type != "stream":
+            return None
+        if self.offsets is None:
+            path = self.options.get("offset_state")
+            if path:
+                self.offsets = StreamOffset(Path(path))
+            elif self.state_dir is not None:
+                self.offsets = StreamOffset(default_state_path(self.state_dir, self.name, self.destinations))
             else:
-                queue = await channel.declare_queue(self.queue_name, passive=True)
-            exchange = self.options.get("bind")
-            if exchange:
-                await channel.declare_exchange(exchange, str(self.options.get("exchange_type", "topic")),
-                                               durable=True)
-                for key in binding_keys(self.options.get("routing")):
-                    await queue.bind(exchange, routing_key=key)
-        except Exception as exc:  # not found, refused, precondition: say so, no traceback
-            raise SourceError(f"{self.target.display}: {mask(str(exc) or type(exc).__name__)}") from None
-        inbox: asyncio.Queue[Any] = asyncio.Queue()
-        await queue.consume(inbox.put)
-        closed = closed_future(self._connection)
-        return inbox, closed
+                log.warning("%s: no state directory: the offset reached is not kept", self.name)
+        # after a reconnection too: from what every endpoint acknowledged (a stream redelivers nothing by itself)
+        start = self.offsets.start(self.start_at) if self.offsets is not None else self.start_at
+        self._skip_below = start if isinstance(start, int) else None
+        log.info("%s: reading the stream from %s", self.name,
+                 f"offset {start}" if isinstance(start, int) else start)
+        return {"x-stream-offset": start}
 
     async def _sleep(self, seconds: float) -> None:
         try:
@@ -174,48 +270,110 @@ class QueueSource(Source):
                         opened = await self._open()
                     continue
                 quiet_since = time.monotonic()
-                messages = [get.result()]
-                while not inbox.empty() and len(messages) < MAX_BATCH:
-                    messages.append(inbox.get_nowait())
+                messages = await self._gather(get.result(), inbox, stop, closed)
                 self.received += len(messages)
                 self._taken += len(messages)
-                yield Batch(events=self._decode(messages), position=(self._generation, messages[-1]),
+                events, kept, refused = self._decode(messages)
+                for message in refused:  # the queue's dead-letter exchange keeps it, where one is configured
+                    await self._reject(message)
+                yield Batch(events=events, position=(self._generation, kept[-1]) if kept else None,
                             done=self.received)
         finally:
             stop.cancel()
 
+    async def _gather(self, first: Any, inbox: asyncio.Queue[Any], stop: Any, closed: Any) -> list[Any]:
+        """`first` and the messages after it: up to `batch_max`, or what came within `linger` seconds (a stop
+        or a lost connection ends the wait: what came is written, the rest is redelivered)."""
+        messages = [first]
+        deadline = time.monotonic() + self.linger
+        while True:
+            while not inbox.empty() and len(messages) < self.batch_max:
+                messages.append(inbox.get_nowait())
+            left = deadline - time.monotonic()
+            if len(messages) >= self.batch_max or left <= 0 or stop.done() or closed.done():
+                return messages
+            get = asyncio.ensure_future(inbox.get())
+            done, _ = await asyncio.wait({get, stop, closed}, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+            if get in done:
+                messages.append(get.result())
+            else:
+                get.cancel()
+                return messages
+
     async def _widen_window(self) -> bool:
         """Keep messages coming while the endpoints hold some back (`held_downstream`: a database waiting for
         a parent row that is still in the queue): a full prefetch window that no acknowledgement frees is widened by
-        `prefetch` (up to MAX_WINDOW), and narrowed again once acknowledgements caught up."""
+        `prefetch` (up to MAX_WINDOW), and narrowed again once acknowledgements caught up. A quorum queue's
+        window is per consumer and RabbitMQ applies a new one only to consumers started after it: a new consumer
+        takes over (what the old one delivered stays unacknowledged on the channel); not on a single-active-consumer
+        queue (a second consumer would wait behind the other collectors) nor on a stream (read in order)."""
         in_flight = self._taken - self._gen_acked
         try:
             if in_flight >= self._window and self._window < MAX_WINDOW and self.held_downstream():
-                self._window = min(MAX_WINDOW, self._window + self.prefetch)
-                await self._channel.set_qos(prefetch_count=self._window, global_=True)
+                if not await self._set_window(min(MAX_WINDOW, self._window + self.prefetch)):
+                    return False
                 log.debug("%s: %d messages in flight: prefetch window now %d", self.name, in_flight, self._window)
                 return True
-            if in_flight < self.prefetch and self._window > self.prefetch:
-                self._window = self.prefetch
-                await self._channel.set_qos(prefetch_count=self._window, global_=True)
+            if in_flight < self.prefetch and self._window > self.prefetch and self.queue_type == "classic":
+                await self._set_window(self.prefetch)
         except Exception as exc:  # a channel closing under us: the reconnect path takes over
             log.debug("%s: prefetch window not changed: %s", self.name, exc)
         return False
 
-    def _decode(self, messages: list[Any]) -> list[Any]:
-        events = []
+    async def _set_window(self, size: int) -> bool:
+        if self.queue_type == "classic":
+            await self._channel.set_qos(prefetch_count=size, global_=True)
+        elif self.queue_type == "quorum" and not (self.declare is not None and self.single_active):
+            await self._channel.set_qos(prefetch_count=size, global_=False)
+            old, self._tag = self._tag, await self._queue.consume(self._inbox.put)
+            await self._queue.cancel(old)
+        else:
+            return False
+        self._window = size
+        return True
+
+    def _decode(self, messages: list[Any]) -> tuple[list[Any], list[Any], list[Any]]:
+        """(the events; the messages acknowledged once delivered; the messages to reject). A message that is no
+        event is rejected, so a queue's dead-letter exchange keeps it; a stream cannot dead-letter, and its offset
+        moves on: there it is acknowledged with the rest. A stream's messages before the offset asked for (it
+        starts at the chunk holding it) are neither."""
+        events: list[Any] = []
+        kept: list[Any] = []
+        refused: list[Any] = []
+        skip = self._skip_below
         for message in messages:
+            if skip is not None:
+                offset = message_offset(message)
+                if offset is not None and offset < skip:
+                    continue
             try:
                 events.append(decode_message(message.body))
             except ValueError as exc:
                 self.stats_bad += 1
-                log.warning("%s: message %s: not an event, acknowledged and dropped: %s", self.name,
-                            message.message_id or message.delivery_tag, exc)
-        return events
+                stream = self.queue_type == "stream"
+                log.warning("%s: message %s: not an event, %s: %s", self.name,
+                            message.message_id or message.delivery_tag,
+                            "skipped" if stream else
+                            "rejected (dead-lettered where the queue has a dead-letter exchange)", exc)
+                (kept if stream else refused).append(message)
+            else:
+                kept.append(message)
+        return events, kept, refused
+
+    async def _reject(self, message: Any) -> None:
+        try:
+            await message.reject(requeue=False)
+        except Exception as exc:  # noqa: BLE001 - a channel closing under us: the broker redelivers it
+            log.debug("%s: message %s not rejected: %s", self.name, message.delivery_tag, exc)
 
     async def commit(self, position: Any, endpoints: dict[str, Any] | None = None) -> None:
-        """Every endpoint has the events up to this message: acknowledge it and all before it."""
+        """Every endpoint has the events up to this message: acknowledge it and all before it (a stream's
+        offset is kept then: the next run starts after it)."""
         generation, message = position
+        if self.offsets is not None:
+            offset = message_offset(message)
+            if offset is not None:
+                self.offsets.save(offset)
         if generation != self._generation:
             return  # its channel is gone: the broker redelivers those messages
         try:
@@ -246,3 +404,36 @@ class QueueSource(Source):
     async def close(self) -> None:
         self._stopped.set()
         await self._drop_connection()
+
+
+def per_consumer_only(exc: BaseException) -> str | None:
+    """The queue type when the broker refused consuming with a channel-wide prefetch: `quorum` (NOT_IMPLEMENTED
+    - queue ... does not support global qos) or `stream` (PRECONDITION_FAILED - consumer prefetch count is not
+    set); else None."""
+    text = str(exc)
+    if "does not support global qos" in text:
+        return "quorum"
+    if "consumer prefetch count is not set" in text:
+        return "stream"
+    return None
+
+
+async def queue_type_of(connection: Any, name: str) -> str | None:
+    """The type of existing queue `name`, asked without harm: declaring it a classic queue is a no-op on a classic
+    one and, on another type, a channel error (406, on a channel of its own) naming the current type. None when
+    the broker does not say (no configure permission, other arguments differ): then a quorum queue's refusal of a
+    channel-wide prefetch tells (`per_consumer_only`)."""
+    channel = await connection.channel()
+    try:
+        await channel.declare_queue(name, passive=True)  # it must exist: never create it here
+        await channel.declare_queue(name, durable=True, arguments={"x-queue-type": "classic"})
+        return "classic"
+    except Exception as exc:  # the probe's channel is closed by the broker; the connection lives on
+        text = str(exc)
+        if "inequivalent arg 'x-queue-type'" not in text:
+            return None
+        found = text.partition("current is '")[2].partition("'")[0]
+        return found if found in QUEUE_TYPES else None
+    finally:
+        if not channel.is_closed:
+            await channel.close()

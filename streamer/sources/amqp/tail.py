@@ -10,6 +10,11 @@ dots too) -> `#`; exclusions (`!pattern`) cannot be bindings, so then we bind
 `#` and filter here. Messages are acknowledged after their batch was yielded,
 i.e. once the consumer of the batch had it. An exchange written with
 `routing_key=underscore` (pass that option) is bound with `#` and filtered here.
+
+Given several brokers (`amqp://u:p@h1,h2,h3/vhost/exchange`), a lost
+connection is followed by one to the next node (`amqp/connection.connect`), its queue
+bound again there: a live view goes on (what was published while no queue was
+bound is not shown). With one broker, a loss ends the tail with an error.
 """
 
 from __future__ import annotations
@@ -20,9 +25,9 @@ from typing import Any, AsyncIterator
 
 import orjson
 
-from streamer.amqp.connection import BrokerUnavailable, closed_future, connect, parse_target
+from streamer.amqp.connection import BrokerUnavailable, closed_future, connect, node_of, parse_target
 from streamer.core.options import is_true
-from streamer.events import jsonenc
+from streamer.events import FieldError, constraints, jsonenc
 from streamer.core.filters import EventFilter
 from streamer.util.urls import mask
 from streamer.sources.base import Batch, Source, SourceError
@@ -61,9 +66,11 @@ def decode_message(body: bytes) -> Any:
     if not isinstance(obj, dict):
         raise ValueError("not a JSON object")
     try:
-        return jsonenc.from_dict(obj)
-    except jsonenc.JSONError as exc:
+        event = jsonenc.from_dict(obj)
+        constraints.check(event)  # the schema's constraints: a message against them is not an event
+    except (jsonenc.JSONError, FieldError) as exc:
         raise ValueError(str(exc)) from None
+    return event
 
 
 class AMQPSource(Source):
@@ -92,10 +99,15 @@ class AMQPSource(Source):
         self._stopped = asyncio.Event()
         self._connection: Any = None
         self.received = 0
+        self.node = ""
+        """`host:port` of the broker in use (or last used)."""
+        self.reconnects = 0
 
     async def _open_queue(self) -> Any:
         try:
-            self._connection = await connect(self.target, self.options, name="streamer tail")
+            self._connection = await connect(self.target, self.options, name="streamer tail",
+                                             after=self.node or None)
+            self.node = node_of(self._connection)
         except BrokerUnavailable as exc:
             raise SourceError(str(exc)) from None
         try:
@@ -140,7 +152,15 @@ class AMQPSource(Source):
                 if get not in done:
                     get.cancel()
                     if closed in done and not self._stopped.is_set():
-                        raise SourceError(f"{self.target.display}: connection to the broker lost")
+                        if not self.target.more:
+                            raise SourceError(f"{self.target.display}: connection to the broker lost")
+                        log.warning("%s: lost broker %s; going on with the next one", self.target.display,
+                                    self.node)
+                        self.reconnects += 1
+                        queue = await self._open_queue()
+                        tag = await queue.consume(on_message)
+                        closed = closed_future(self._connection)
+                        continue
                     break
                 messages = [get.result()]
                 while not inbox.empty() and len(messages) < MAX_BATCH:

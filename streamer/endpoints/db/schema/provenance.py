@@ -1,8 +1,9 @@
-"""Tables of Chimbuko provenance records (`chimbuko.*` events) in PostgreSQL and SQLite.
+"""Tables of Chimbuko provenance records (`chimbuko.*` events) in PostgreSQL, SQLite and MySQL.
 
 One table per collection, beside the Stampede schema and never inside it: in
 PostgreSQL the tables live in their own schema, `chimbuko` (`chimbuko.anomalies`,
-...); in SQLite, which has no schemas, they are prefixed (`chimbuko_anomalies`, ...).
+...); in SQLite and MySQL/MariaDB, whose schema is the database itself, they
+are prefixed (`chimbuko_anomalies`, ...).
 Pegasus's tools never see them. They are created on the first provenance
 record an endpoint receives.
 
@@ -11,7 +12,7 @@ Every table has `event_id` (the stable id: a record's identity, see
 after the record's keys (`event_label` for the record's `event_id`,
 `sonata_id` for Sonata's `__id`); nested parts (call stacks, counters,
 windows, statistics, models) are JSON columns (JSONB in PostgreSQL, JSON text
-in SQLite), and keys the schema does not know go to `extra`. A NULL column is
+in SQLite and MySQL), and keys the schema does not know go to `extra`. A NULL column is
 a key that was null or absent. Records of the main database are inserted
 once (a re-read record is dropped); the global database's statistics and
 models are replaced by a newer record of the same identity.
@@ -29,13 +30,16 @@ from streamer.events import Event, chimbuko
 PG_SCHEMA = "chimbuko"
 SQLITE_PREFIX = "chimbuko_"
 
-_TYPES = {  # kind -> (SQLite, PostgreSQL)
-    "int": ("INTEGER", "BIGINT"),
-    "num": ("REAL", "DOUBLE PRECISION"),
-    "text": ("TEXT", "TEXT"),
-    "bool": ("BOOLEAN", "BOOLEAN"),
-    "json": ("TEXT", "JSONB"),
+_TYPES = {  # kind -> (SQLite, PostgreSQL, MySQL)
+    "int": ("INTEGER", "BIGINT", "BIGINT"),
+    "num": ("REAL", "DOUBLE PRECISION", "DOUBLE"),
+    "text": ("TEXT", "TEXT", "TEXT"),
+    "bool": ("BOOLEAN", "BOOLEAN", "BOOLEAN"),
+    "json": ("TEXT", "JSONB", "LONGTEXT"),
 }
+_DIALECTS = ("sqlite", "postgresql", "mysql")
+MYSQL_INDEXED_PREFIX = 191
+"""Characters of a text column a MySQL index keeps (InnoDB keys are bounded: 191 utf8mb4 characters fit)."""
 
 
 @dataclass(frozen=True)
@@ -112,31 +116,46 @@ def table_name(table: RecordTable, dialect: str) -> str:
 
 
 def create_sql(dialect: str) -> list[str]:
-    """Statements creating the schema, tables and indexes when missing."""
-    which = 0 if dialect == "sqlite" else 1
+    """Statements creating the schema, tables and indexes when missing (MySQL: indexes inside CREATE TABLE,
+    which MySQL 8 needs: it has no CREATE INDEX IF NOT EXISTS)."""
+    which = _DIALECTS.index(dialect)
     out = [f"CREATE SCHEMA IF NOT EXISTS {PG_SCHEMA}"] if dialect == "postgresql" else []
     for table in TABLES:
         name = table_name(table, dialect)
-        cols = ['"event_id" TEXT PRIMARY KEY']
+        kinds = {column: kind for column, _, kind in table.columns}
+        cols = ['"event_id" VARCHAR(64) PRIMARY KEY' if dialect == "mysql" else '"event_id" TEXT PRIMARY KEY']
         cols += [f'"{column}" {_TYPES[kind][which]}' for column, _, kind in table.columns]
         cols.append(f'"extra" {_TYPES["json"][which]}')
-        out.append(f"CREATE TABLE IF NOT EXISTS {name} ({', '.join(cols)})")
+        indexes = []
         for suffix, columns in table.indexes:
             index = f"chimbuko_{table.collection}_{suffix}"
-            quoted = ", ".join(_quote_index_column(c) for c in columns.split(", "))
-            out.append(f"CREATE INDEX IF NOT EXISTS {index} ON {name} ({quoted})")
+            quoted = ", ".join(_quote_index_column(c, kinds, dialect) for c in columns.split(", "))
+            indexes.append((index, quoted))
+        if dialect == "mysql":
+            cols += [f'KEY "{index}" ({quoted})' for index, quoted in indexes]
+            out.append(f"CREATE TABLE IF NOT EXISTS {name} ({', '.join(cols)}) "
+                       "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4")
+            continue
+        out.append(f"CREATE TABLE IF NOT EXISTS {name} ({', '.join(cols)})")
+        out += [f"CREATE INDEX IF NOT EXISTS {index} ON {name} ({quoted})" for index, quoted in indexes]
     return out
 
 
-def _quote_index_column(text: str) -> str:
+def _quote_index_column(text: str, kinds: dict[str, str], dialect: str) -> str:
     column, _, order = text.partition(" ")
-    return f'"{column}"' + (f" {order}" if order else "")
+    prefix = f"({MYSQL_INDEXED_PREFIX})" if dialect == "mysql" and kinds.get(column) == "text" else ""
+    return f'"{column}"{prefix}' + (f" {order}" if order else "")
 
 
 def insert_sql(table: RecordTable, dialect: str, source: str | None = None) -> str:
     """INSERT of a table's rows (from VALUES, or SELECT from `source`), idempotent on event_id."""
     cols = table.column_names
     names = ", ".join(f'"{c}"' for c in cols)
+    if dialect == "mysql":
+        head = f"INSERT INTO {table_name(table, dialect)} ({names}) VALUES ({', '.join(['%s'] * len(cols))})"
+        if table.replace:
+            return head + " ON DUPLICATE KEY UPDATE " + ", ".join(f'"{c}" = VALUES("{c}")' for c in cols[1:])
+        return head + ' ON DUPLICATE KEY UPDATE "event_id" = "event_id"'
     if source is None:
         marks = ", ".join(f"${i}" for i in range(1, len(cols) + 1)) if dialect == "postgresql" else \
             ", ".join("?" * len(cols))
@@ -181,7 +200,7 @@ def _plan(table: RecordTable, dialect: str) -> tuple[list[tuple[str, int]], froz
     key = (table.collection, dialect)
     plan = _plans.get(key)
     if plan is None:
-        steps = [(field, 1 if kind == "json" else 2 if kind == "bool" and dialect == "sqlite" else 0)
+        steps = [(field, 1 if kind == "json" else 2 if kind == "bool" and dialect != "postgresql" else 0)
                  for _, field, kind in table.columns]
         plan = _plans[key] = (steps, table.fields)
     return plan
@@ -269,5 +288,19 @@ def write_sqlite(conn: Any, events: Sequence[Event]) -> int:
     sent = 0
     for table, rows in rows_by_table(events, "sqlite"):
         conn.executemany(insert_sql(table, "sqlite"), rows)
+        sent += len(rows)
+    return sent
+
+
+async def ensure_mysql(cur: Any) -> None:
+    for sql in create_sql("mysql"):
+        await cur.execute(sql)
+
+
+async def write_mysql(cur: Any, events: Sequence[Event]) -> int:
+    """Write record events inside the caller's transaction; returns the rows sent."""
+    sent = 0
+    for table, rows in rows_by_table(events, "mysql"):
+        await cur.executemany(insert_sql(table, "mysql"), rows)
         sent += len(rows)
     return sent
