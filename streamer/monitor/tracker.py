@@ -28,6 +28,9 @@ log = logging.getLogger(__name__)
 READ_SIZE = 1 << 18
 SKIP_READ = 1 << 20
 STATIC_SLICE = 5000
+EVENT_SLICE = 20_000
+"""A step stops after the dagman.out line that brings its events to this many: one read can end thousands
+of jobs (a registration job emits an rc.pfn per file), and a step's events are in memory all at once."""
 """static.bp events per step at most."""
 SAME_WARNINGS = 20
 """Warnings of one kind (the same text but for its numbers) shown at most; the rest are counted and
@@ -213,11 +216,16 @@ class Tracker:
             entry.idle_polls += 1
             return
         entry.idle_polls = 0
-        text = data[:cut].decode("utf-8", errors="replace")
-        lines = text.split("\n")
-        if text.endswith("\n"):
+        lines = data[:cut].split(b"\n")
+        if data[:cut].endswith(b"\n"):
             lines.pop()
-        for line in lines:
+        consumed = 0
+        for raw in lines:
+            consumed += len(raw) + 1
+            if len(engine.out) >= EVENT_SLICE:  # the rest in the next step
+                consumed -= len(raw) + 1
+                break
+            line = raw.decode("utf-8", errors="replace")  # no UTF-8 sequence holds a \n: as decoding all at once
             try:
                 found = engine.feed(line)
             except BadTime as exc:
@@ -232,7 +240,7 @@ class Tracker:
                 self._subworkflow(engine, *found)
             if self.engine.line_delay:
                 time.sleep(self.engine.line_delay)
-        entry.offset += cut
+        entry.offset += min(consumed, cut)
         entry.eof = entry.offset >= size
         events.extend(engine.take())
 
