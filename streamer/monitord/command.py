@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import re
 import signal
 import sys
 import time
@@ -13,7 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from streamer.endpoints.layers.spooling import DEFAULT_DRAIN_TIMEOUT
 from streamer.config.settings import ConfigError, EndpointSpec, normalise_url
+from streamer.monitor.parsers.dagman import Finished, Pid, classify
 from streamer.monitor.submitdir import default_db_url
 from streamer.util.runtime import log_to, run
 from streamer.util.urls import mask
@@ -30,8 +31,6 @@ LEVELS = [logging.ERROR, logging.WARNING, logging.INFO, logging.DEBUG]
 DAGMAN_GONE = Exit.DAGMAN_GONE
 """monitord's exit code when DAGMan died without writing its exit line."""
 WATCH_INTERVAL = 2.0
-_PID_LINE = re.compile(rb"\*\* PID = (\d+)\s*$", re.MULTILINE)
-_EXIT_LINE = re.compile(rb"EXITING WITH STATUS", re.MULTILINE)
 
 
 @dataclass
@@ -149,6 +148,10 @@ def _endpoints(plan: Plan, params: dict[str, str]) -> None:
     for spec in plan.endpoints:
         if encoding and spec.url.startswith("file:") and "encoding=" not in spec.url:
             spec.options.setdefault("encoding", encoding)
+        if spec.url.startswith(("amqp:", "amqps:")) and "drain_timeout=" not in spec.url:
+            # as monitord: pegasus-remove's signals never cut short the flush of what the broker has not taken
+            # yet (a command's run gives up on a broker away at a signal, keeping its spool for the next run)
+            spec.options.setdefault("drain_timeout", DEFAULT_DRAIN_TIMEOUT)
 
 
 def _lenient(plan: Plan, read: Any, default: Any) -> Any:
@@ -248,14 +251,14 @@ class Watch:
         except OSError:
             return -1
         cut = data.rfind(b"\n") + 1
-        data = data[:cut]
         self._offset += cut
-        for match in _PID_LINE.finditer(data):
-            self._pid, self._exited = int(match.group(1)), False
-            data_after = data[match.end():]
-            self._exited = bool(_EXIT_LINE.search(data_after))
-        if self._pid is not None and not self._exited and _EXIT_LINE.search(data):
-            self._exited = True
+        for raw in data[:cut].split(b"\n"):
+            if b"PID =" in raw or b"EXITING WITH STATUS" in raw:  # the only lines that can say either
+                match classify(raw.decode("utf-8", "replace").rstrip()):
+                    case Pid(pid):  # DAGMan (re)started: running until its exit line
+                        self._pid, self._exited = pid, False
+                    case Finished():
+                        self._exited = True
         return self._offset
 
     async def dagman(self) -> None:

@@ -15,20 +15,21 @@ and the DAG's state: Failure when the DAG status is not 0, Success at 100 %,
 else Running; an `EXITING WITH STATUS n` line makes it Success (n = 0) or
 Failure. `DagmanProgress` does the same incrementally (only new complete lines
 are read on each poll), so `--watch` costs little on a large dagman.out.
+The lines are read by the one DAGMan grammar (`monitor/parsers/dagman.py`,
+`progress`): a line means here what it means to the monitor, the stamp may
+carry HTCondor's debug category (`(D_ALWAYS)`), and only DAGMan's own exit
+line ends the DAG.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
 from streamer.events.tally.counts import FAILURE, RUNNING, SUCCESS, DagCounts
+from streamer.monitor.parsers.dagman import DagStatus, Finished, NodeCounts, NodesTotal, progress
 
 SUFFIX = ".dag.dagman.out"
-_DAG_STATUS = re.compile(r"\d\d/\d\d/\d\d\ \d\d:\d\d:\d\d DAG status")
-_TABLE_ROW = re.compile(r"\d\d/\d\d/\d\d\ \d\d:\d\d:\d\d(\s+([0-9]+)){7}")
-_EXITING = re.compile(r".*EXITING WITH STATUS (\d+)")
 READ_BLOCK = 1 << 20
 
 
@@ -89,28 +90,23 @@ class DagmanProgress:
         return True
 
     def _line(self, line: str) -> None:
-        if _DAG_STATUS.match(line):
-            words = line.split()
-            self._dag_status = int(words[4]) if len(words) > 4 and words[4].lstrip("-").isdigit() else 0
-        elif "nodes total:" in line:
-            words = line.split()
-            if len(words) > 3 and words[3].isdigit():
-                self._total = int(words[3])
-        elif _TABLE_ROW.match(line):
-            if self._total is None:
-                return  # a table without its `Of N nodes total` line: nothing to divide by
-            w = line.split()
-            c = self.counts
-            c.succeeded, c.pre, c.queued, c.post = int(w[2]), int(w[3]), int(w[4]), int(w[5])
-            c.ready, c.unready, c.failed, c.total = int(w[6]), int(w[7]), int(w[8]), self._total
-            if self._dag_status:
-                c.state = FAILURE
-            else:
-                c.state = SUCCESS if c.percent_done == 100.0 else RUNNING
-        if "EXITING WITH STATUS" in line:
-            match = _EXITING.match(line)
-            if match:
-                self.counts.state = FAILURE if int(match.group(1)) else SUCCESS
+        match progress(line):
+            case DagStatus(status):
+                self._dag_status = status
+            case NodesTotal(total):
+                self._total = total
+            case NodeCounts(done, pre, queued, post, ready, unready, failed):
+                if self._total is None:
+                    return  # a table without its `Of N nodes total` line: nothing to divide by
+                c = self.counts
+                c.succeeded, c.pre, c.queued, c.post = done, pre, queued, post
+                c.ready, c.unready, c.failed, c.total = ready, unready, failed, self._total
+                if self._dag_status:
+                    c.state = FAILURE
+                else:
+                    c.state = SUCCESS if c.percent_done == 100.0 else RUNNING
+            case Finished(rc):
+                self.counts.state = FAILURE if rc else SUCCESS
 
 
 class SubmitDirProgress:

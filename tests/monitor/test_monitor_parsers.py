@@ -15,36 +15,63 @@ from tests.support.examples import examples
 
 # ---------------------------------------------------------------- dagman.out
 
-@pytest.mark.parametrize("line, kind, args", [
+@pytest.mark.parametrize("line, kind", [
     ("03/03/23 22:23:49 Event: ULOG_SUBMIT for HTCondor Node create_dir_x (2.0.0) {03/03/23 22:23:44}",
-     "event", ("SUBMIT", "create_dir_x", "2.0")),
+     dagman.Event("SUBMIT", "create_dir_x", "2.0")),
     ("03/03/23 22:23:49 Event: ULOG_EXECUTE for Condor Job ls_ID1 (17.0) {03/03/23 22:23:48}",
-     "event", ("EXECUTE", "ls_ID1", "17.0")),
-    ("03/03/23 22:23:44 Submitting HTCondor Node create_dir_x job(s)...", "dagman_submit", ("create_dir_x",)),
-    ("03/03/23 22:23:44 ERROR: submit attempt failed", "submit_failed", ()),
-    ("03/03/23 22:23:54 Running POST script of Node create_dir_x...", "script_started", ("POST", "create_dir_x")),
-    ("03/03/23 22:23:54 Running PRE script of Node plan_x...", "script_started", ("PRE", "plan_x")),
+     dagman.Event("EXECUTE", "ls_ID1", "17.0")),
+    ("03/03/23 22:23:44 Submitting HTCondor Node create_dir_x job(s)...", dagman.DagmanSubmit("create_dir_x")),
+    ("03/03/23 22:23:44 ERROR: submit attempt failed", dagman.SubmitFailed()),
+    ("03/03/23 22:23:54 Running POST script of Node create_dir_x...", dagman.ScriptStarted("POST", "create_dir_x")),
+    ("03/03/23 22:23:54 Running PRE script of Node plan_x...", dagman.ScriptStarted("PRE", "plan_x")),
     ("03/03/23 22:23:59 POST Script of node create_dir_x completed successfully.",
-     "script_done", ("POST", "create_dir_x", 0)),
-    ("03/03/23 22:23:59 POST Script of Node ls_ID1 failed with status 1", "script_done", ("POST", "ls_ID1", 1)),
-    ("03/03/23 22:23:59 PRE Script of Node plan_x failed with status -1.", "script_done", ("PRE", "plan_x", -1)),
-    ("03/03/23 22:23:54 Node ls_ID1 job proc (3.0.0) failed with status 1.", "job_failure", ("ls_ID1", "3.0.0", 1)),
-    ("03/03/23 22:23:54 Node ls_ID1 job proc (3.0.0) failed with signal 9.", "job_failure", ("ls_ID1", "3.0.0", 9)),
-    ("03/03/23 22:23:54 Node ls_ID1 job proc (3.0.0) completed successfully.", "job_success", ("ls_ID1", "3.0.0")),
+     dagman.ScriptDone("POST", "create_dir_x", 0)),
+    ("03/03/23 22:23:59 POST Script of Node ls_ID1 failed with status 1", dagman.ScriptDone("POST", "ls_ID1", 1)),
+    ("03/03/23 22:23:59 PRE Script of Node plan_x failed with status -1.", dagman.ScriptDone("PRE", "plan_x", -1)),
+    ("03/03/23 22:23:54 Node ls_ID1 job proc (3.0.0) failed with status 1.", dagman.JobFailure("ls_ID1", "3.0.0", 1)),
+    ("03/03/23 22:23:54 Node ls_ID1 job proc (3.0.0) failed with signal 9.", dagman.JobFailure("ls_ID1", "3.0.0", 9)),
+    ("03/03/23 22:23:54 Node ls_ID1 job proc (3.0.0) completed successfully.", dagman.JobSuccess("ls_ID1", "3.0.0")),
     ("03/03/23 22:25:00 **** condor_scheduniv_exec.1.0 (condor_DAGMAN) pid 132896 EXITING WITH STATUS 0",
-     "finished", (0,)),
-    ("03/03/23 22:23:43 ** condor_scheduniv_exec.1.0 (CONDOR_DAGMAN) STARTING UP", "condor_id", ("1.0",)),
-    ("03/03/23 22:23:43 ** PID = 132896", "pid", (132896,)),
-    ("03/03/23 22:23:43 Parsing process-0.dag ...", "dag_start", ("process-0.dag",)),
-    ("03/03/23 22:23:43 ** $CondorVersion: 10.2.5 2023-02-27 BuildID: 631644 $", "version", (10, 2, 5)),
-    ("03/03/23 22:23:43 Running in RECOVERY mode... >>>>>>>>>>", "recovery_start", ()),
-    ("03/03/23 22:23:43 Received SIGUSR1", "aborted", ()),
-    ("03/03/23 22:30:01 Hold reason: Error from slot1: out of disk", "held_reason", (" Error from slot1: out of disk",)),
-    ("03/03/23 22:23:43 Dag contains 5 total jobs", "other", ()),
-    ("03/03/23 22:23:49 Event: ULOG_SUBMIT for HTCondor Node creat", "other", ()),  # truncated line
+     dagman.Finished(0)),
+    ("03/03/23 22:23:43 ** condor_scheduniv_exec.1.0 (CONDOR_DAGMAN) STARTING UP", dagman.CondorId("1.0")),
+    ("03/03/23 22:23:43 ** PID = 132896", dagman.Pid(132896)),
+    ("03/03/23 22:23:43 Parsing process-0.dag ...", dagman.DagStart("process-0.dag")),
+    ("03/03/23 22:23:43 ** $CondorVersion: 10.2.5 2023-02-27 BuildID: 631644 $", dagman.Version(10, 2, 5)),
+    ("03/03/23 22:23:43 Running in RECOVERY mode... >>>>>>>>>>", dagman.RecoveryStart()),
+    ("03/03/23 22:23:59 POST Script of Node ls_ID1 was skipped", dagman.ScriptDone("POST", "ls_ID1", None)),
+    ("03/03/23 22:23:43 ...done with RECOVERY mode <<<<<<<<<<", dagman.RecoveryEnd()),
+    ("03/03/23 22:23:43 Received SIGUSR1", dagman.Aborted()),
+    ("03/03/23 22:30:01 Hold reason: Error from slot1: out of disk",
+     dagman.HeldReason(" Error from slot1: out of disk")),
+    ("03/03/23 22:23:43 Dag contains 5 total jobs", dagman.Other()),
+    ("03/03/23 22:23:49 Event: ULOG_SUBMIT for HTCondor Node creat", dagman.Other()),  # truncated line
 ])
-def test_classify(line: str, kind: str, args: tuple) -> None:
-    assert dagman.classify(line) == (kind, args)
+def test_classify(line: str, kind: dagman.Kind) -> None:
+    got = dagman.classify(line)
+    assert type(got) is type(kind) and got == kind  # NamedTuples: equal tuples of two kinds are not the same
+
+
+@pytest.mark.parametrize("line, kind", [
+    ("11/14/23 22:13:20 DAG status: 0 (DAG_STATUS_OK)", dagman.DagStatus(0)),
+    ("11/14/23 22:13:20 DAG status: 2 (DAG_STATUS_NODE_FAILED)", dagman.DagStatus(2)),
+    ("11/14/23 22:13:20 Of 8 nodes total:", dagman.NodesTotal(8)),
+    ("11/14/23 22:13:20     3       0        2       0       0          3        0        0",
+     dagman.NodeCounts(3, 0, 2, 0, 0, 3, 0)),
+    ("11/14/23 22:13:20 (D_ALWAYS) Of 8 nodes total:", dagman.NodesTotal(8)),  # HTCondor's debug category
+    ("11/14/23 22:13:20 (D_ALWAYS)     3       0        2       0       0          3        0        0",
+     dagman.NodeCounts(3, 0, 2, 0, 0, 3, 0)),
+    ("11/14/23 22:14:20 **** condor_scheduniv_exec.1.0 (condor_DAGMAN) pid 7 EXITING WITH STATUS 2\r",
+     dagman.Finished(2)),
+    ("11/14/23 22:13:20  Done     Pre   Queued    Post   Ready   Un-Ready   Failed   Futile", None),
+    ("11/14/23 22:13:20 Dag contains 5 total jobs", None),
+    ("     3       0        2       0       0          3        0        0", None),  # no stamp: no table row
+    ("EXITING WITH STATUS 0", None),  # not DAGMan's exit line (no stamp, no condor_DAGMAN)
+    ("11/14/23 22:13:20 Node x: EXITING WITH STATUS 0", None),
+])
+def test_progress(line: str, kind: dagman.Progress | None) -> None:
+    """The node table as pegasus-status reads it, and DAGMan's exit as the monitor reads it."""
+    got = dagman.progress(line)
+    assert type(got) is type(kind) and got == kind
 
 
 def test_timestamp_zones_and_ulog_time() -> None:
@@ -62,7 +89,7 @@ def test_parse_skips_lines_without_timestamp() -> None:
     parser = dagman.LineParser("UTC")
     assert parser.parse("\tassigned HTCondor ID (2.0.0)") is None
     parsed = parser.parse("03/03/23 22:23:43 Parsing process-0.dag ...\n")
-    assert (parsed.kind, parsed.args, parsed.ts) == ("dag_start", ("process-0.dag",), 1677882223)
+    assert (parsed.kind, parsed.ts) == (dagman.DagStart("process-0.dag"), 1677882223)
 
 
 # ---------------------------------------------------------------- braindump, static.bp

@@ -14,7 +14,7 @@ import pytest
 from streamer.config.settings import ConfigError
 from streamer.events import Event
 from streamer.monitord import launcher, options, properties
-from streamer.monitord.command import make_plan
+from streamer.monitord.command import Watch, make_plan
 from streamer.monitord.notify import Matcher, read_notify
 from streamer.synth import generate
 from streamer.synth.notify import PLANNER, write_notify, write_recorder
@@ -288,3 +288,25 @@ def test_master_db_in_postgresql(tmp_path: Path, postgres_dsn: str) -> None:
                  f"sqlite:///{run_dir}/synth-0.stampede.db", False)]
             assert states == [(uuid_, "WORKFLOW_STARTED", 1700000000, 0, None),
                               (uuid_, "WORKFLOW_TERMINATED", states[1][2], 0, 1)]
+
+
+def test_watch_reads_dagmans_pid_and_exit_as_the_monitor_does(tmp_path: Path) -> None:
+    """DAGMan's pid and its exit line through the one DAGMan grammar: a restart after an exit read in the same
+    block is running again (the old byte patterns saw the earlier exit line and took it for finished), and
+    only DAGMan's own exit line ends it."""
+    log = tmp_path / "x.dag.dagman.out"
+    log.write_text("03/03/23 22:23:43 ** PID = 100\n"
+                   "03/03/23 22:25:00 **** condor_scheduniv_exec.1.0 (condor_DAGMAN) pid 100 EXITING WITH STATUS 1\n"
+                   "03/03/23 22:26:00 ** PID = 200\n"
+                   "03/03/23 22:26:01 Node a: EXITING WITH STATUS 0\n")
+    watch = Watch(None, log, follow=True)
+    assert watch._scan() == log.stat().st_size
+    assert (watch._pid, watch._exited) == (200, False)
+    with open(log, "a") as handle:
+        handle.write("03/03/23 22:27:00 **** condor_scheduniv_exec.1.0 (condor_DAGMAN) pid 200 EXITING WITH ")
+    watch._scan()
+    assert watch._exited is False  # an unfinished line is not read
+    with open(log, "a") as handle:
+        handle.write("STATUS 0\n")
+    watch._scan()
+    assert (watch._pid, watch._exited) == (200, True)

@@ -129,7 +129,7 @@ def test_keep_state_keeps_finished_jobs_across_a_dagman_restart(tmp_path: Path) 
         job.state = "JOB_SUCCESS"
         wf.jobs.jobs["stage_in_local_0\x001"] = job
         wf.jobs.jobs_map["stage_in_local_0"] = 1
-        wf._on_condor_id("17.0")  # what the dagman.out line "condor id" dispatches to
+        wf.feed("03/03/23 22:23:43 ** condor_scheduniv_exec.17.0 (CONDOR_DAGMAN) STARTING UP\n")
         kept[keep] = (list(wf.jobs.jobs), dict(wf.jobs.jobs_map))
     assert kept[False] == ([], {})
     assert kept[True] == (["stage_in_local_0\x001"], {"stage_in_local_0": 1})

@@ -24,6 +24,7 @@ import aio_pika
 import asyncpg
 import pytest
 
+from streamer.endpoints.db.pgwriters import BATCH
 from tests.support.ownservers import RabbitCluster, own_postgres, own_rabbitmq_cluster
 from tests.support.pghelp import fresh_database, fresh_database_sync
 from tests.sources.test_collector import assert_same_rows, events_read, pg_count
@@ -150,7 +151,9 @@ def stop(collectors: list[subprocess.Popen[str]]) -> list[str]:
 
 
 class LockWaits:
-    """Samples pg_locks for advisory locks not granted (a writer waiting for another's workflow lock)."""
+    """Samples pg_locks for per-workflow batch locks (`pgwriters.BATCH`, a two-key advisory lock) not granted in
+    this database: a writer waiting for another's workflow. Not the schema-creation lock every writer takes once
+    at start, nor other databases' locks."""
 
     def __init__(self, dsn: str) -> None:
         self.dsn, self.waits, self.samples = dsn, 0, 0
@@ -161,7 +164,9 @@ class LockWaits:
         try:
             while True:
                 self.waits += int(await conn.fetchval(
-                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"))
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objsubid = 2 "
+                    "AND classid = $1::bigint::oid AND database = (SELECT oid FROM pg_database "
+                    "WHERE datname = current_database())", BATCH))
                 self.samples += 1
                 await asyncio.sleep(0.01)
         finally:

@@ -224,19 +224,25 @@ def test_dagman_progress_reads_a_growing_file_like_the_whole(tmp_path: Path) -> 
     assert progress.counts.total == 0 and progress.counts.state == "Running"
 
 
-def test_progress_table_without_total_line_and_exit_status(tmp_path: Path) -> None:
+@pytest.mark.parametrize("tag", ["", "(D_ALWAYS) "])
+def test_progress_table_without_total_line_and_exit_status(tmp_path: Path, tag: str) -> None:
+    """Read by the one DAGMan grammar: with HTCondor's debug category after the stamp the table reads the same
+    (pegasus-status's own patterns missed all of it), and only DAGMan's own exit line ends the DAG."""
     log = tmp_path / "x.dag.dagman.out"
-    log.write_text("11/14/23 22:13:20     1       0        0       0       0          0        0        0\n"
-                   "11/14/23 22:13:20 DAG status: 0 (DAG_STATUS_OK)\n"
-                   "11/14/23 22:13:20 Of 4 nodes total:\n"
-                   "11/14/23 22:13:20     1       0        1       0       2          0        0        0\n")
+    stamp = f"11/14/23 22:13:20 {tag}"
+    log.write_text(f"{stamp}    1       0        0       0       0          0        0        0\n"
+                   f"{stamp}DAG status: 0 (DAG_STATUS_OK)\n"
+                   f"{stamp}Of 4 nodes total:\n"
+                   f"{stamp}    1       0        1       0       2          0        0        0\n"
+                   "EXITING WITH STATUS 0\n")  # not DAGMan's exit line: no stamp, no (condor_DAGMAN)
     progress = DagmanProgress(str(log), "root", "x.dag")
     progress.poll()
     assert progress.counts.as_dict() == {"unready": 0, "ready": 2, "pre": 0, "queued": 1, "post": 0,
                                          "succeeded": 1, "failed": 0, "percent_done": 25.0, "total": 4,
                                          "dagname": "x.dag", "state": "Running"}
     with open(log, "a") as handle:
-        handle.write("11/14/23 22:14:20 **** condor_scheduniv_exec.1.0 (condor_DAGMAN) pid 7 EXITING WITH STATUS 2\n")
+        handle.write(f"11/14/23 22:14:20 {tag}**** condor_scheduniv_exec.1.0 (condor_DAGMAN) pid 7 "
+                     "EXITING WITH STATUS 2\n")
     progress.poll()
     assert progress.counts.state == "Failure"
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
-from typing import Any
+from collections import Counter
+from typing import Any, Callable
 
 import aio_pika
 
@@ -65,6 +67,50 @@ class Capture:
             await self.exchange.delete()
         finally:
             await self.connection.close()
+
+
+class ReadBackCut(AssertionError):
+    """The read-back consumer's connection ended before it had read what the queue held: no loss (the queue
+    had the messages), but no verdict either."""
+
+
+async def read_back(url: str, queue_name: str, *, prefetch: int = 5000,
+                    during: Callable[[int], None] | None = None) -> tuple[Counter[str], int]:
+    """(message_id counts, queue depth) of every message the durable queue `queue_name` held when declared,
+    consumed and acknowledged. `ReadBackCut` if the consumer stops short: aio-pika's queue iterator just
+    ends when its channel closes (a cut connection, or pytest-timeout's alarm raised inside aiormq's reader
+    task, which swallows it), so a loop that stops at the iterator's end would report the unread rest as
+    lost. `during(read)` runs after each message (tests cut the connection there)."""
+    received: Counter[str] = Counter()
+    connection = await aio_pika.connect(url)
+    try:
+        channel = await connection.channel()
+        await channel.set_qos(prefetch_count=prefetch)
+        queue = await channel.declare_queue(queue_name, durable=True, passive=True)
+        depth = waiting = queue.declaration_result.message_count or 0
+        ack_every = max(1, prefetch // 5)
+        if waiting:
+            async with queue.iterator() as messages:
+                async for message in messages:
+                    received[message.message_id or ""] += 1
+                    waiting -= 1
+                    if waiting == 0 or (depth - waiting) % ack_every == 0:
+                        try:
+                            await message.ack(multiple=True)
+                        except Exception:  # the channel is gone: the rest stays unread (ReadBackCut below)
+                            waiting = max(waiting, 1)
+                            break
+                    if during is not None:
+                        during(depth - waiting)
+                    if waiting == 0:
+                        break
+    finally:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(connection.close(), 10)
+    if waiting:
+        raise ReadBackCut(f"the read-back of {queue_name} ended after {depth - waiting:,} of the {depth:,} "
+                          f"messages the queue held (its connection closed): unread, not lost")
+    return received, depth
 
 
 class Forwarder:

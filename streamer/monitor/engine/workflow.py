@@ -16,11 +16,13 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, assert_never
 
 from streamer.util import safenames
 from streamer.monitor.parsers import jobstate
-from streamer.monitor.parsers.dagman import LineParser, classify
+from streamer.monitor.parsers.dagman import (
+    Aborted, CondorId, DagmanSubmit, DagStart, Event, Finished, HeldReason, JobFailure, JobSuccess, LineParser, Other,
+    Pid, RECOVERY_END_TEXT, RecoveryEnd, RecoveryStart, ScriptDone, ScriptStarted, SubmitFailed, Version, classify)
 from streamer.monitor.engineopts import DEFAULT as DEFAULT_OPTIONS, EngineOptions
 from streamer.monitor.engine import dagfile
 from streamer.monitor.engine.context import Context, Identity, Warn, WorkflowError
@@ -176,14 +178,49 @@ class Workflow:
             return None
         ctx.current_ts = int(ts)
         if self.skipping_recovery:
-            if "...done with RECOVERY mode" in line:
+            if RECOVERY_END_TEXT in line:
                 self.skipping_recovery = False
             return None
-        kind, args = classify(line)
-        handler = _HANDLERS.get(kind)
-        if handler is None:
-            return None
-        return handler(self, *args)
+        kind = classify(line)
+        match kind:  # the commonest kinds first
+            case Event(state, jobid, sched_id):
+                return self._on_event(state, jobid, sched_id)
+            case Other():
+                pass
+            case DagmanSubmit(jobid):
+                self.jobs.add(jobid, "DAGMAN_SUBMIT")
+            case SubmitFailed():
+                self._on_submit_failed()
+            case ScriptStarted(which, jobid):
+                self.jobs.add(jobid, f"{which}_SCRIPT_STARTED")
+            case ScriptDone(which, jobid, status):
+                self._on_script_done(which, jobid, status)
+            case JobFailure(jobid, sched_id, status):
+                self.jobs.add(jobid, "JOB_FAILURE", sched_id=sched_id, status=status)
+            case JobSuccess(jobid, sched_id):
+                self.jobs.add(jobid, "JOB_SUCCESS", sched_id=sched_id, status=0)
+            case Finished(rc):
+                self.dagman_exit = rc
+                self.change_state("end")
+            case CondorId(condor_id):
+                self.condor_id = condor_id
+                if not self.ctx.options.keep_state:  # --keep-state: monitord skips its start_wf() then
+                    self.jobs.start_wf()
+            case DagStart():
+                self.change_state("start")
+            case Version(major, minor, patch):
+                self.jobs.dagman_version = major * 10000 + minor * 100 + patch
+            case RecoveryStart():
+                self.skipping_recovery = True
+            case Aborted():
+                self.state_reason = "DAGMan aborted as it received SIGUSR1 signal."
+            case HeldReason(reason):
+                self._on_held_reason(reason)
+            case Pid() | RecoveryEnd():
+                pass
+            case _:
+                assert_never(kind)
+        return None
 
     def _on_event(self, state: str, jobid: str, sched_id: str) -> tuple[str, str, int] | None:
         seq = self.jobs.add(jobid, state, sched_id=sched_id)
@@ -193,52 +230,19 @@ class Workflow:
                 return dagman_out, jobid, seq
         return None
 
-    def _on_dagman_submit(self, jobid: str) -> None:
-        self.jobs.add(jobid, "DAGMAN_SUBMIT")
-
     def _on_submit_failed(self) -> None:
         if self.jobs.last_submitted is not None:
             self.jobs.add(self.jobs.last_submitted, "SUBMIT_FAILED")
         else:
             self.ctx.warn(f"{self.ctx.where()}: submit error but no job was submitted")
 
-    def _on_script_started(self, which: str, jobid: str) -> None:
-        self.jobs.add(jobid, f"{which}_SCRIPT_STARTED")
-
-    def _on_script_done(self, which: str, jobid: str, status: Any) -> None:
+    def _on_script_done(self, which: str, jobid: str, status: int | None) -> None:
         if which == "PRE":
             self.jobs.add(jobid, "PRE_SCRIPT_TERMINATED")
-        if status == "unknown":
+        if status is None:
             self.ctx.warn(f"{self.ctx.where()}: {which} script of {jobid}: unknown outcome")
             return
         self.jobs.add(jobid, f"{which}_SCRIPT_{'SUCCESS' if status == 0 else 'FAILURE'}", status=status)
-
-    def _on_job_failure(self, jobid: str, sched_id: str, status: int) -> None:
-        self.jobs.add(jobid, "JOB_FAILURE", sched_id=sched_id, status=status)
-
-    def _on_job_success(self, jobid: str, sched_id: str) -> None:
-        self.jobs.add(jobid, "JOB_SUCCESS", sched_id=sched_id, status=0)
-
-    def _on_finished(self, rc: int) -> None:
-        self.dagman_exit = rc
-        self.change_state("end")
-
-    def _on_condor_id(self, condor_id: str) -> None:
-        self.condor_id = condor_id
-        if not self.ctx.options.keep_state:  # --keep-state: monitord skips its start_wf() then
-            self.jobs.start_wf()
-
-    def _on_dag_start(self, dag: str) -> None:
-        self.change_state("start")
-
-    def _on_version(self, major: int, minor: int, patch: int) -> None:
-        self.jobs.dagman_version = major * 10000 + minor * 100 + patch
-
-    def _on_recovery_start(self) -> None:
-        self.skipping_recovery = True
-
-    def _on_aborted(self) -> None:
-        self.state_reason = "DAGMan aborted as it received SIGUSR1 signal."
 
     def _on_held_reason(self, reason: str) -> None:
         if self.jobs.last_known_job is None:
@@ -291,24 +295,6 @@ class Workflow:
         self.static.close()
         if self.jobstate is not None:
             self.jobstate.close()
-
-
-_HANDLERS: dict[str, Callable[..., Any]] = {
-    "event": Workflow._on_event,
-    "dagman_submit": Workflow._on_dagman_submit,
-    "submit_failed": Workflow._on_submit_failed,
-    "script_started": Workflow._on_script_started,
-    "script_done": Workflow._on_script_done,
-    "job_failure": Workflow._on_job_failure,
-    "job_success": Workflow._on_job_success,
-    "finished": Workflow._on_finished,
-    "condor_id": Workflow._on_condor_id,
-    "dag_start": Workflow._on_dag_start,
-    "version": Workflow._on_version,
-    "recovery_start": Workflow._on_recovery_start,
-    "aborted": Workflow._on_aborted,
-    "held_reason": Workflow._on_held_reason,
-}
 
 
 def _log_warning(text: str, reason: str | None = None) -> None:
