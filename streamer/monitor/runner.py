@@ -343,8 +343,8 @@ PROCESS_THRESHOLD = 4 << 20
 
 def _worth_a_process(dagman_out: str) -> bool:
     """A large log, and a core to spare: measured (docs/benchmarks.md, 2026-11-27), the child overlaps parsing
-    with delivery only on an idle second core; on a busy machine (load 15-30 on 2 cores) it cost 3-10% more
-    CPU and 20-50% more wall than the thread at 5,000 jobs, and 10-20% more memory."""
+    with delivery only on an idle second core; on a busy machine (load 15-30 on 2 cores) it cost 1-3% more
+    CPU, 21-43% more wall and 9-20% more memory than the thread at 1,000 and 5,000 jobs."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     try:
         size = os.path.getsize(dagman_out)
