@@ -1,40 +1,40 @@
-"""Load benchmark: >= 1,000,000 events into a JSONL and a BP file at once.
+"""Load benchmark: >= 1,000,000 events into a JSONL and a BP file at once, against a direct read, same session.
 
     python bench/bench_load.py [--events 1000000] [--runs 3] [--shared ../shared] [--keep]
     python bench/bench_load.py --reference OLD_TREE [--runs 5] [--events 1000000]
 
 Builds the input by repeating the corpus streams (../shared/corpus/bp/*.bp and
-../shared/golden/*.bp) to the requested size, then in the same run measures:
-  floor    reading the file and splitting it into lines and key=value words
-           (the least any BP reader in Python does per line);
-  streamer `streamer load BIG --dest file://a.jsonl --dest file://a.bp` in a
-           subprocess on one core (taskset when available): events/s, peak RSS.
-Each of `--runs` runs measures the floor and then streamer, back to back (a
-shared VM's speed drifts; the ratio to the floor is the steadier figure). It
-also loads a quarter of the input to show memory stays flat in the input
-size. Prints events/s of both per run, the median and range, and the ratio.
+../shared/golden/*.bp) to the requested size, then alternates `--runs` times (default 3):
+  floor    a direct read of the file in a fresh Python: reading it and splitting every line
+           into its key=value words (the least any BP reader in Python does per line);
+  streamer `streamer load BIG -q --dest file://a.jsonl --dest file://a.bp`, on one core
+           (taskset when available).
+Each run is measured the one way of `bench/reference.py` (CPU of the process tree, wall,
+peak RSS summed over the tree, load average); printed: every run, medians and ratios,
+events per CPU-second, and the event-type counts of the input and of both outputs (which
+must be identical). A quarter of the input is loaded too, to show memory flat in the input size.
 
 With --reference OLD_TREE (another checkout of streamer with its own .venv) it instead runs
-that tree's `streamer load` and this tree's, interleaved, on the same input, --runs times
-each, and prints medians of wall and CPU time and the ratio this/reference
-(bench/reference.py).
+that tree's `streamer load` and this tree's, interleaved, on the same input, the same way.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
+import os
 import shutil
-import statistics
-import subprocess
 import sys
 import tempfile
-import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.reference import Run, measure as measure_tree, precompile, summary  # noqa: E402
+from bench.reference import (Run, compare_counts, interleave, measure as measure_tree, median,  # noqa: E402
+                             precompile, run_measured, summary)
+from tests.support.validate import count_bp  # noqa: E402
 
 
 def build_input(shared: Path, target: int, out: Path) -> int:
@@ -50,42 +50,41 @@ def build_input(shared: Path, target: int, out: Path) -> int:
     return count
 
 
-def floor(path: Path) -> float:
-    """Seconds to read `path` in 128 KiB chunks and split every line into its words."""
-    started = time.perf_counter()
-    pending = b""
-    words = 0
-    with open(path, "rb") as handle:
-        while True:
-            data = handle.read(128 * 1024)
-            if not data:
-                break
-            parts = (pending + data).split(b"\n")
-            pending = parts.pop()
-            for line in parts:
-                words += len(line.decode().split())
-    return time.perf_counter() - started
-
-
-_MEASURE = (
-    "import resource, subprocess, sys, time\n"
-    "t = time.perf_counter(); subprocess.run(sys.argv[1:], check=True)\n"
-    "print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+_FLOOR = (
+    "import sys\n"
+    "pending, words = b'', 0\n"
+    "with open(sys.argv[1], 'rb') as handle:\n"
+    "    while data := handle.read(128 * 1024):\n"
+    "        parts = (pending + data).split(b'\\n')\n"
+    "        pending = parts.pop()\n"
+    "        for line in parts:\n"
+    "            words += len(line.decode().split())\n"
+    "print(words)\n"
 )
+"""The floor: read the file in 128 KiB chunks and split every line into its words."""
 
 
-def run_streamer(path: Path, workdir: Path) -> tuple[float, int]:
-    """Seconds and peak RSS (KiB) of one `streamer load` into a JSONL and a BP file."""
+def floor_cmd(path: Path) -> list[str]:
+    return [sys.executable, "-c", _FLOOR, str(path)]
+
+
+def load_cmd(path: Path, workdir: Path) -> list[str]:
+    """`streamer load` into a JSONL and a BP file, on one core when taskset is there."""
     for name in ("a.jsonl", "a.bp"):
         (workdir / name).unlink(missing_ok=True)
     command = [sys.executable, "-m", "streamer", "load", str(path), "-q",
                "--dest", f"file://{workdir}/a.jsonl", "--dest", f"file://{workdir}/a.bp"]
-    if shutil.which("taskset"):
-        command = ["taskset", "-c", "0", *command]
-    # a fresh parent per run, so the peak RSS is this run's alone
-    out = subprocess.run([sys.executable, "-c", _MEASURE, *command], check=True, cwd=ROOT,
-                         capture_output=True, text=True).stdout.split()
-    return float(out[0]), int(out[1])
+    return ["taskset", "-c", "0", *command] if shutil.which("taskset") else command
+
+
+def count_jsonl(path: Path) -> dict[str, int]:
+    """Events by name in a JSONL file (its `event` member)."""
+    import orjson
+    counts: collections.Counter[str] = collections.Counter()
+    with path.open("rb") as fh:
+        for line in fh:
+            counts[orjson.loads(line)["event"]] += 1
+    return dict(counts)
 
 
 def count_lines(path: Path) -> int:
@@ -98,19 +97,22 @@ def compare(big: Path, n_big: int, reference: Path, runs: int, workdir: Path) ->
     for tree in (reference, ROOT):
         precompile(tree)
     print(f"input: {n_big:,} events ({big.stat().st_size / 1e6:.0f} MB); this tree {ROOT} vs reference {reference}")
-    results: dict[str, list[Run]] = {"reference": [], "this": []}
-    for i in range(1, runs + 1):
-        for who, tree in (("reference", reference), ("this", ROOT)):
+
+    def runner(who: str, tree: Path) -> Callable[[], Run]:
+        def run() -> Run:
             for name in ("a.jsonl", "a.bp"):
                 (workdir / name).unlink(missing_ok=True)
-            run = measure_tree(tree, ["load", str(big), "-q", "--dest", f"file://{workdir}/a.jsonl",
-                                      "--dest", f"file://{workdir}/a.bp"], workdir, workdir / "load.log")
+            result = measure_tree(tree, ["load", str(big), "-q", "--dest", f"file://{workdir}/a.jsonl",
+                                         "--dest", f"file://{workdir}/a.bp"], workdir, workdir / "load.log")
             written = (count_lines(workdir / "a.jsonl"), count_lines(workdir / "a.bp"))
             assert written == (n_big, n_big), f"{who}: expected {n_big} events in each file, got {written}"
-            results[who].append(run)
-            print(f"run {i} {who:9} wall {run.wall:6.2f} s  CPU {run.cpu:6.2f} s  {n_big / run.wall:>9,.0f} events/s  "
-                  f"peak RSS {run.rss_kib / 1024:4.0f} MiB", flush=True)
+            return result
+        return run
+
+    results = interleave({"reference": runner("reference", reference), "this": runner("this", ROOT)}, runs)
     print(summary(results["this"], results["reference"]))
+    print(f"  this tree {n_big / median(results['this'], 'cpu'):,.0f} events per CPU-second, reference "
+          f"{n_big / median(results['reference'], 'cpu'):,.0f}")
 
 
 def main() -> int:
@@ -131,24 +133,21 @@ def main() -> int:
         big = workdir / "big.bp"
         n_small = build_input(args.shared, args.events // 4, small)
         n_big = build_input(args.shared, args.events, big)
-        small_s, small_rss = run_streamer(small, workdir)
-        print(f"input: {n_big:,} events ({big.stat().st_size / 1e6:.0f} MB)")
-        rates, ratios, big_rss = [], [], 0
-        for run in range(1, args.runs + 1):
-            floor_s = floor(big)
-            big_s, rss = run_streamer(big, workdir)
-            written = (count_lines(workdir / "a.jsonl"), count_lines(workdir / "a.bp"))
-            assert written == (n_big, n_big), f"expected {n_big} events in each file, got {written}"
-            rates.append(n_big / big_s)
-            ratios.append(big_s / floor_s)
-            big_rss = max(big_rss, rss)
-            print(f"run {run}: floor (read + split lines and words) {n_big / floor_s:>10,.0f} lines/s ({floor_s:.2f} s); "
-                  f"streamer load -> JSONL + BP {n_big / big_s:>8,.0f} events/s ({big_s:.2f} s, "
-                  f"{big_s / floor_s:.1f}x the floor's time)")
-        print(f"streamer load -> JSONL + BP: median {statistics.median(rates):,.0f} events/s "
-              f"(range {min(rates):,.0f} - {max(rates):,.0f} over {len(rates)} runs), "
-              f"median {statistics.median(ratios):.1f}x the floor's time")
-        print(f"peak RSS: {n_small:,} events {small_rss / 1024:.0f} MiB; {n_big:,} events {big_rss / 1024:.0f} MiB")
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        quarter = run_measured(load_cmd(small, workdir), ROOT, workdir / "load.log", env)
+        print(f"input: {n_big:,} events ({big.stat().st_size / 1e6:.0f} MB), {os.cpu_count()} cores", flush=True)
+        runs = interleave({"floor": lambda: run_measured(floor_cmd(big), ROOT, workdir / "floor.log", env),
+                           "streamer": lambda: run_measured(load_cmd(big, workdir), ROOT, workdir / "load.log", env)},
+                          args.runs)
+        print(summary(runs["streamer"], runs["floor"], "streamer", "floor"))
+        print(f"  streamer load -> JSONL + BP: {n_big / median(runs['streamer'], 'cpu'):,.0f} events per CPU-second "
+              f"(median), {n_big / median(runs['streamer'], 'wall'):,.0f} events/s of wall; floor "
+              f"{n_big / median(runs['floor'], 'cpu'):,.0f} lines per CPU-second")
+        print("events by type:")
+        print(compare_counts({"input": count_bp(big), "JSONL": count_jsonl(workdir / "a.jsonl"),
+                              "BP": count_bp(workdir / "a.bp")}))
+        print(f"peak RSS: {n_small:,} events {quarter.rss_sum_kib / 1024:.0f} MiB; {n_big:,} events "
+              f"{median(runs['streamer'], 'rss_sum_kib') / 1024:.0f} MiB")
     finally:
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)

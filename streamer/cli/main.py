@@ -180,7 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
         cmd.add_argument("--no-jobstate", action="store_true", help="do not write jobstate.log")
         cmd.add_argument("--parser", choices=("auto", "thread", "process"), default="auto",
                          help="where log parsing runs: a thread, or a child process that overlaps it with "
-                              "delivery on a second core (auto: a process for a dagman.out over 4 MB)")
+                              "delivery on a second core (auto: a process for a dagman.out over 4 MB while a core "
+                              "is idle)")
         cmd.add_argument("--state", metavar="PATH", help="where to keep the resume state, file endpoints' "
                          "lengths included (default: streamer.state.json in the submit dir)")
         if follow:

@@ -181,7 +181,8 @@ class Tail:
 
     def _read(self, handle: BinaryIO, size: int, max_bytes: int, final: bool) -> Read:
         handle.seek(self.offset)
-        data = handle.read(max_bytes) if max_bytes > 0 else b""
+        # what the file holds past the offset, at most max_bytes (a read of n bytes allocates n first)
+        data = handle.read(min(max_bytes, max(size - self.offset, 1))) if max_bytes > 0 else b""
         if data and b"\n" not in data and len(data) == max_bytes:
             data = self._long_line(handle, data)
             if self.skip_to is not None:

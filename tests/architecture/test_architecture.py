@@ -40,6 +40,7 @@ TESTS = ROOT / "tests"
 NOT_A_MODULE = {
     "architecture": "the package's shape as a whole",
     "deploy": "deploy/ and logstash/, beside the package",
+    "bench": "bench/, beside the package (its shared measuring module)",
 }
 """Test directories that name no module of streamer/ (keep this list small)."""
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from streamer.monitor import runner as runner_module
 from streamer.monitor.engine.job import Job
 from streamer.monitor.engine.state import StateError, WorkflowState
 from streamer.monitor.runner import MonitorCore
@@ -32,9 +33,16 @@ def _drain(core: MonitorCore) -> list[str]:
     return ids
 
 
+@pytest.fixture(autouse=True)
+def _a_snapshot_after_every_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not throttled by their measured cost: on a loaded machine the steps with live jobs could all go without."""
+    monkeypatch.setattr(runner_module, "SNAPSHOT_BUDGET", 0)
+
+
 def _snapshot_with_live_jobs(core: MonitorCore) -> dict[str, Any]:
     while True:
         step = core.step(True)
+        assert not (step.at_eof and step.finished), "no snapshot with live jobs"
         engine = (step.position or {}).get("workflows", [{}])[0].get("engine")
         if engine and len(engine["jobs"]) >= 3:
             assert step.position is not None

@@ -31,6 +31,8 @@ class Jobs:
         self.outputs = Outputs(ctx, dag, emit)
         self.seq = 1
         self.jobs: dict[str, Job] = {}        # "name\x00seq" -> live job
+        self._states: dict[str, tuple[Job, dict[str, Any]]] = {}  # key -> (job, its to_state()) while unchanged
+        self._touched: set[str] = set()       # keys of jobs looked up (so maybe changed) since `states()`
         self.jobs_map: dict[str, int] = {}    # name -> latest seq
         self.counters: dict[str, int] = {}    # name -> output file counter
         self.walltime: dict[str, Any] = {}
@@ -41,7 +43,29 @@ class Jobs:
         self.dagman_version: int | None = None
 
     def get(self, jobid: str, seq: int) -> Job | None:
-        return self.jobs.get(_key(jobid, seq))
+        return self._job(_key(jobid, seq))
+
+    def _job(self, key: str) -> Job | None:
+        """The live job of `key`; looked up means maybe changed: its checkpoint state is made afresh."""
+        self._touched.add(key)
+        return self.jobs.get(key)
+
+    def states(self) -> dict[str, dict[str, Any]]:
+        """Every live job's `to_state()`, in the jobs' order. A job's dict is the same object from one call to
+        the next while the job is not looked up, so a checkpoint sends only the changed ones
+        (`monitor/snapshot.py`). The dicts are the engine's: copy them before the engine goes on."""
+        cached, touched = self._states, self._touched
+        states: dict[str, dict[str, Any]] = {}
+        kept: dict[str, tuple[Job, dict[str, Any]]] = {}
+        for key, job in self.jobs.items():
+            entry = cached.get(key)
+            if entry is None or entry[0] is not job or key in touched:
+                entry = (job, job.to_state())
+            kept[key] = entry
+            states[key] = entry[1]
+        self._states = kept
+        touched.clear()
+        return states
 
     def start_wf(self) -> None:
         """DAGMan (re)started: forget jobs that are done (monitord's start_wf)."""
@@ -88,7 +112,7 @@ class Jobs:
         seq = self.jobs_map.get(jobid)
         if seq is None:
             return None
-        job = self.jobs.get(_key(jobid, seq))
+        job = self._job(_key(jobid, seq))
         if job is None:
             return None
         if job.state in ("PRE_SCRIPT_SUCCESS", "DAGMAN_SUBMIT"):
@@ -100,7 +124,8 @@ class Jobs:
     def add_job(self, jobid: str, state: str, sched_id: str | None = None) -> int:
         seq = self._find_seq(jobid, sched_id)
         if seq is not None:
-            job = self.jobs[_key(jobid, seq)]
+            job = self._job(_key(jobid, seq))
+            assert job is not None  # _find_seq found it
             if sched_id is not None:
                 job.sched_id = sched_id
             job.state = state
@@ -118,7 +143,9 @@ class Jobs:
             job.state = state
             job.state_ts = self.ctx.current_ts
             job.sched_id = sched_id
-            self.jobs[_key(jobid, seq)] = job
+            key = _key(jobid, seq)
+            self.jobs[key] = job
+            self._touched.add(key)
             self.jobs_map[jobid] = seq
             self.seq += 1
         if state == "SUBMIT":
@@ -133,7 +160,7 @@ class Jobs:
 
     def _read_submit_file(self, jobid: str, seq: int) -> tuple[int | None, str | None]:
         """Read the job's .sub file into the job; (walltime minutes, site)."""
-        job = self.jobs.get(_key(jobid, seq))
+        job = self._job(_key(jobid, seq))
         info = self.dag.jobs.get(jobid)
         if job is None or info is None:
             return None, None
@@ -164,7 +191,7 @@ class Jobs:
         if info is None or info.is_subdag:
             return None
         seq = self.jobs_map.get(jobid)
-        job = self.jobs.get(_key(jobid, seq)) if seq is not None else None
+        job = self._job(_key(jobid, seq)) if seq is not None else None
         if job is None or job.dagman_out is None:
             if jobid.startswith("subdax_"):
                 self.ctx.warn(f"{self.ctx.dagman_out}: cannot tell the dagman.out of sub-workflow job {jobid}")
@@ -185,7 +212,7 @@ class Jobs:
     def update_state(self, jobid: str, sched_id: str | None, seq: int, state: str, status: Any,
                      walltime: Any, reason: str | None = None) -> None:
         """Record a job state: jobstate.log line, then the events it implies (monitord's order)."""
-        job = self.jobs.get(_key(jobid, seq))
+        job = self._job(_key(jobid, seq))
         if job is None:
             self.ctx.warn(f"{self.ctx.where()}: {state} for finished or unknown job {jobid}; ignored")
             return

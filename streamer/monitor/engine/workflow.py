@@ -266,7 +266,7 @@ class Workflow:
             last_submitted=jobs.last_submitted, last_known_job=jobs.last_known_job, finished=self.finished,
             seq=jobs.seq, jobs_map=jobs.jobs_map, counters=jobs.counters, walltime=jobs.walltime,
             job_site=jobs.job_site, jobs_done=jobs.jobs_done, subworkflows=self.subworkflows,
-            started_at=self.started_at, jobs={key: job.to_state() for key, job in jobs.jobs.items()},
+            started_at=self.started_at, jobs=jobs.states(),
             jobstate_length=self.flush(),  # written to the OS; made durable before the state is saved
             static_sent=self.static.sent if self.static.pending else None)
         return state.to_dict()
