@@ -131,7 +131,8 @@ class ProgressLine:
             from rich.console import Console
             from rich.live import Live
 
-            console = Console(file=stream, highlight=False)
+            # soft_wrap: a long warning wraps as the terminal wraps it (tmux -J joins it back), never cut at a space
+            console = Console(file=stream, highlight=False, soft_wrap=True)
             self.live = Live(_Line(view), console=console, refresh_per_second=4, transient=True,
                              redirect_stdout=True, redirect_stderr=True)
             self.live.start()

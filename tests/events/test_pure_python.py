@@ -77,6 +77,12 @@ NOT_IN_PURE_RUN = {  # module -> why scripts/test.sh does not run it a second ti
     "tests/endpoints/test_spooling.py": "servers stopped and cut, a full filesystem: the spool's codec is the "
                                           "overflow's (events.codec.JSON_LINES), whose paths test_overflow and "
                                           "test_codecs run pure",
+    "tests/endpoints/test_amqp_headers.py": "AMQP frames and headers: the body's codec paths are those of test_codecs",
+    "tests/sources/test_collector_batching.py": "a queue's batches and acknowledgements: no codec path of its own",
+    "tests/sources/test_collector_queue_types.py": "RabbitMQ queue types: server round trips",
+    "tests/sources/test_tail_failover.py": "broker failover: server round trips",
+    "tests/amqp/test_connection_brokers.py": "broker URLs and failover: no codec path",
+    "tests/run/test_pipeline.py": "the run's seams (downstream, metrics): no codec path of its own",
     "tests/util/test_mask_places.py": "passwords masked where URLs are printed: no codec path of its own",
     "tests/docs/test_reference.py": "the reference pages generated from declarations: no codec path",
     "tests/cli/test_first_hour.py": "command-line behaviours (PostgreSQL, resume, options): codec paths of "
