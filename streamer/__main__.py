@@ -2,6 +2,6 @@
 
 import sys
 
-from streamer.cli.main import main
+from streamer.cli.entry import main
 
 sys.exit(main())

@@ -1,6 +1,6 @@
 """`streamer COMMAND --help`: what each command takes, its examples and exit codes.
 
-Only the text lives here (cli.py declares the options); each command's epilog
+Only the text lives here (each command's module declares its options); each command's epilog
 lists the URL forms and URL options it accepts, nothing it does not.
 """
 

@@ -1,6 +1,6 @@
 """`streamer replay|follow|load` of a DAGMan jobstate.log (the plain-DAGMan source).
 
-Kept out of `cli.py`: the command line recognises a jobstate.log (by its name
+Kept out of the commands' modules (`load.py`, `replay.py`): each recognises a jobstate.log (by its name
 or its first line) and hands it here.
 """
 
@@ -13,7 +13,6 @@ from pathlib import Path
 from streamer.config.command import collect_endpoints, report
 from streamer.config.settings import ConfigError
 from streamer.config.statedir import destinations_of
-from streamer.util.urls import mask
 
 
 def is_jobstate_log(path: Path) -> bool:
@@ -57,7 +56,7 @@ async def run_jobstate(args: argparse.Namespace, path: Path, *, follow: bool, co
     for note in source.notes:
         report(note)
     if command in ("replay", "follow") and not args.dest and not args.config and not args.conf and not args.quiet:
-        sys.stderr.write(f"streamer: no --dest: writing {mask(settings.endpoints[0].url)}\n")
+        sys.stderr.write(f"streamer: no --dest: writing {settings.endpoints[0].url.masked}\n")
     options = RunOptions(on_error=settings.on_error, progress=None if not args.quiet else False)
     result = await workflow.run(settings.endpoints, options)
     if not args.quiet:

@@ -1,4 +1,4 @@
-"""The `streamer status` sub-command's arguments and help (kept out of cli.py)."""
+"""The `streamer status` sub-command's arguments and help (registered by `main.py`)."""
 
 from __future__ import annotations
 

@@ -70,12 +70,12 @@ def topology_of(args: argparse.Namespace, exchange: str) -> Partitions:
 
 async def run_topology(args: argparse.Namespace) -> int:
     from streamer.amqp.connection import AMQPURLError, BrokerUnavailable, connect, parse_target
-    from streamer.util.urls import mask
+    from streamer.util.urls import EndpointURL, URLError, mask
 
     try:
-        target = parse_target(args.url)
+        target = parse_target(EndpointURL.parse(args.url))
         topology = topology_of(args, target.exchange)
-    except (AMQPURLError, TopologyError) as exc:
+    except (AMQPURLError, URLError, TopologyError) as exc:
         raise TopologyError(mask(str(exc))) from None
     if args.definitions:
         json.dump(topology.definitions(target.vhost), sys.stdout, indent=2)

@@ -4,7 +4,7 @@
   it declares (`endpoints/options.py`: name, kind, default, doc); the collector's queue options
   (`sources/amqp/queue.py`).
 - `events.md` — every Stampede event of the schema (`events/schema.py`) with its fields, kinds and mandatory flags,
-  and the Chimbuko provenance records (`events/chimbuko.py`).
+  and the Chimbuko provenance records (`events/chimbuko/`).
 - `exit-codes.md` — `util/exitcodes.py`: every code, and what it means per command.
 - `metrics.md` — `run/metrics.py`'s `METRICS`.
 """
@@ -81,9 +81,10 @@ def urls_md() -> str:
 
 def events_md() -> str:
     from streamer.events import schema
-    from streamer.events.chimbuko import COLLECTIONS, IDENTITY, MODELS
+    from streamer.events.chimbuko.models import MODELS
+    from streamer.events.chimbuko.records import COLLECTIONS, IDENTITY
 
-    lines = [HEADER.format(source="streamer/events/schema.py and streamer/events/chimbuko.py").rstrip("\n"), "",
+    lines = [HEADER.format(source="streamer/events/schema.py and streamer/events/chimbuko/").rstrip("\n"), "",
              "# Events", "",
              "Every Stampede event streamer knows, with its fields: the kind a value is typed as (`str` text, `int` "
              "integer, `num` decimal, `ts` a NetLogger timestamp held as epoch seconds, `uuid`, `list`) and whether "

@@ -13,6 +13,7 @@ import pytest
 from streamer.cli.main import main
 from streamer.endpoints import create_endpoint
 from streamer.events import Event, bp
+from streamer.util.urls import EndpointURL
 
 
 
@@ -26,7 +27,7 @@ def read_bp(path: Path) -> list[Event]:
 # ---------------------------------------------------------------- item 1: PostgreSQL column widths
 
 async def _load(url: str, events: list[Event]) -> list[str]:
-    endpoint = create_endpoint(url)
+    endpoint = create_endpoint(EndpointURL.parse(url))
     await endpoint.open()
     try:
         for start in range(0, len(events), 2000):
