@@ -158,12 +158,12 @@ def parse_line(line: str) -> Event:
     if pairs.get("level") == "Info":
         del pairs["level"]
     if name.startswith(schema.PROVENANCE):  # provenance record: `ts` is derived, values are JSON
-        from streamer.events import chimbuko, chimbuko_forms  # on first use: their pydantic models cost start-up time
+        from streamer.events.chimbuko import forms, models  # on first use: the pydantic models cost start-up time
 
         del pairs["ts"]
         try:
-            return chimbuko_forms.from_bp_pairs(name, pairs)
-        except chimbuko.RecordError as exc:
+            return forms.from_bp_pairs(name, pairs)
+        except models.RecordError as exc:
             raise BPError(str(exc)) from None
     faithful = True  # the line is a BP form of the event: no 3.x name or field translated
     if name in legacy.LEGACY:
@@ -171,8 +171,8 @@ def parse_line(line: str) -> Event:
         faithful, pairs = translated == pairs, translated  # type: ignore[assignment]
     try:
         event = Event.build(name, pairs, owned=True)
-    except FieldError as exc:
-        raise BPError(str(exc)) from None
+    except FieldError as error:  # not `exc`: compiled code keeps one type per name (RecordError above)
+        raise BPError(str(error)) from None
     if event.name.startswith("stampede."):
         note_unknown(event.name)
     if event.name == written and faithful:
@@ -257,9 +257,17 @@ def _format_fields(event: Event) -> str:
             f" level={fields.get('level') or 'Info'}")
     if _fast_format is not None:
         line = _fast_format(head, fields)
+        if line is None and not _CONTAINERS.isdisjoint(map(type, fields.values())):
+            # a list or dict value (a composite's invocations) is written as its repr, quoted (`_text_other`):
+            # the compiled path writes that text as it writes any other
+            line = _fast_format(head, {key: repr(value) if type(value) in _CONTAINERS else value
+                                       for key, value in fields.items()})
         if line is not None:
             return line
     return _format_python(head, fields)
+
+
+_CONTAINERS = frozenset((list, dict, tuple))
 
 
 def _format_python(head: str, fields: dict[str, Any]) -> str:
@@ -271,11 +279,11 @@ def _format_python(head: str, fields: dict[str, Any]) -> str:
 
 
 def _format_record(event: Event) -> str:
-    """A provenance record's BP line: `ts` derived (see chimbuko_forms.bp_ts), nested values as JSON text."""
-    from streamer.events import chimbuko_forms
+    """A provenance record's BP line: `ts` derived (see chimbuko/forms.bp_ts), nested values as JSON text."""
+    from streamer.events.chimbuko import forms
 
-    parts = [f"ts={format_ts(chimbuko_forms.bp_ts(event))} event={event.name} level=Info"]
-    value_text = chimbuko_forms.bp_value
+    parts = [f"ts={format_ts(forms.bp_ts(event))} event={event.name} level=Info"]
+    value_text = forms.bp_value
     parts += [f"{key}={_quote(value_text(key, value))}" for key, value in event.fields.items()]
     return " ".join(parts)
 

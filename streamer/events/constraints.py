@@ -35,6 +35,12 @@ Rules = tuple[frozenset[str], tuple[tuple[str, ...], ...], tuple[tuple[str, int,
 
 _rules: dict[str, Rules | None] = {}
 
+MANDATORY_ONLY: dict[str, frozenset[str]] = {}
+"""Event name -> its mandatory fields, for the names whose only rule they are (no range, no allowed values; an empty
+set for events the schema does not name): for those `event.fields.keys() >= MANDATORY_ONLY[name]` is the whole of
+`check`, which a hot loop tests inline and calls `check` only when it fails or the name is not here yet (`check`
+fills it)."""
+
 
 def _compile(name: str) -> Rules | None:
     table = schema.fields_of(name)
@@ -56,6 +62,8 @@ def check(event: Event) -> None:
         rules = _rules[name]
     except KeyError:
         rules = _rules[name] = _compile(name)
+        if rules is None or not (rules[2] or rules[3]):
+            MANDATORY_ONLY[name] = frozenset() if rules is None else rules[0]
     if rules is None:
         return
     mandatory, required, ranges, enums = rules

@@ -62,8 +62,8 @@ def parse_ts(text: str) -> float | int:
             moment = moment.replace(tzinfo=timezone.utc)
         try:
             return check_ts(_int_if_whole(moment.timestamp()), text)
-        except (OverflowError, ValueError) as exc:  # 9999-12-31T23:59-14:00 and the like
-            raise FieldError(f"timestamp out of range: {text!r}") from exc
+        except (OverflowError, ValueError) as error:  # 9999-12-31T23:59-14:00 and the like
+            raise FieldError(f"timestamp out of range: {text!r}") from error  # `error`: compiled, one type per name
     return check_ts(_number(text), text)
 
 

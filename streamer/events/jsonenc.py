@@ -139,11 +139,11 @@ def from_dict(obj: dict[str, Any]) -> Event:
     if not isinstance(name, str) or not name:
         raise JSONError(NO_EVENT)
     if name.startswith(schema.PROVENANCE):  # provenance records: their own schema
-        from streamer.events import chimbuko, chimbuko_forms  # on first use: their pydantic models cost start-up time
+        from streamer.events.chimbuko import forms, models  # on first use: the pydantic models cost start-up time
 
         try:
-            return chimbuko_forms.from_json_object(obj)
-        except chimbuko.RecordError as exc:
+            return forms.from_json_object(obj)
+        except models.RecordError as exc:
             raise JSONError(str(exc)) from None
     names = _dotted_names(name)
     raw = {names.get(k, k): v for k, v in obj.items() if k not in _NOT_FIELDS}

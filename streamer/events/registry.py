@@ -33,7 +33,8 @@ def model_of(event: Any) -> Any:
     """The validated pydantic model of `event` (raises pydantic.ValidationError): a provenance record's own
     model for `chimbuko.*`, the Stampede model of its name otherwise."""
     if event.name.startswith("chimbuko."):
-        from streamer.events.chimbuko import model, record_of
+        from streamer.events.chimbuko.models import model
+        from streamer.events.chimbuko.records import record_of
 
         return model(event.name, record_of(event))
     from streamer.events.models import model_for

@@ -23,7 +23,7 @@ from typing import Final
 
 STAMPEDE: Final = "stampede."
 PROVENANCE: Final = "chimbuko."
-"""Prefix of the provenance records' names (`chimbuko.py`); here so that the codecs tell them apart
+"""Prefix of the provenance records' names (`chimbuko/`); here so that the codecs tell them apart
 without loading their pydantic models (~0.1 s of start-up in each process)."""
 
 # Enumerations of the schema.

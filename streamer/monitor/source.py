@@ -3,7 +3,7 @@
 Replay reads every dagman.out (the root's and, recursively, its
 sub-workflows') to the end and stops; follow tails them until DAGMan exits
 (or, with `keep_alive`, keeps waiting for a restart). Parsing runs off the
-event loop (`runner.py`: a worker thread, or a child process for large
+event loop (`runner/`: a worker thread, or a child process for large
 workflows), a bounded slice of each file per step, so the loop stays
 responsive on large kickstart records.
 
@@ -34,7 +34,10 @@ from streamer.monitor.parsers import braindump, plaindag
 from streamer.monitor.engineopts import DEFAULT, EngineOptions
 from streamer.monitor.engine.job import Job
 from streamer.monitor.engine.state import WorkflowState
-from streamer.monitor.runner import SNAPSHOT_INTERVAL, MonitorCore, ProcessRunner, Step, ThreadRunner, make_runner
+from streamer.monitor.runner import make_runner
+from streamer.monitor.runner.core import SNAPSHOT_INTERVAL, MonitorCore, Step
+from streamer.monitor.runner.process import ProcessRunner
+from streamer.monitor.runner.thread import ThreadRunner
 from streamer.util.limits import open_regular
 from streamer.util.tail import READ_SIZE
 

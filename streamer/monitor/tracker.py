@@ -28,6 +28,10 @@ log = logging.getLogger(__name__)
 
 STATIC_SLICE = 5000
 """static.bp events per step at most."""
+EVENT_SLICE = 5000
+"""Events of one dagman.out per step, about: a step stops after the line that reaches this many (the next
+step goes on from the line after it), so a read that ends thousands of jobs at once (a workflow's last
+lines) never holds all their events at once."""
 SAME_WARNINGS = 20
 """Warnings of one kind (the same text but for its numbers) shown at most; the rest are counted and
 their number said at the end, so one bad file cannot flood stderr."""
@@ -186,8 +190,8 @@ class Tracker:
             self._warn(f"{exc}: skipped, not followed", reason="special_file")
             entry.broken = entry.eof = True
             return
-        except OSError as exc:
-            self._warn(f"{entry.dagman_out}: cannot read: {exc.strerror or exc}; not followed",
+        except OSError as error:  # not `exc`: compiled code keeps one type per name (NotRegularFile above)
+            self._warn(f"{entry.dagman_out}: cannot read: {error.strerror or error}; not followed",
                        reason="unreadable_file")
             entry.broken = entry.eof = True
             return
@@ -213,15 +217,21 @@ class Tracker:
         lines = text.split("\n")
         if text.endswith("\n"):
             lines.pop()
-        for line in lines:
+        for fed, line in enumerate(lines, 1):
+            if len(engine.out) >= EVENT_SLICE and fed > 1:  # the rest of the read is the next step's
+                tail.offset = found.start + _line_end(found.data, fed - 1)
+                entry.eof = False
+                events.extend(engine.take())
+                return
             try:
                 found_subwf = engine.feed(line)
             except BadTime as exc:
                 self._warn(f"{entry.dagman_out}:{engine.line_no}: line ignored: {exc}", reason="bad_line")
                 continue
-            except Exception as exc:  # noqa: BLE001 - one bad input must not end the monitoring
+            except Exception as error:  # noqa: BLE001 - one bad input must not end the monitoring (not `exc`:
+                # compiled code keeps one type per name, BadTime above)
                 log.debug("internal error on %s:%d", entry.dagman_out, engine.line_no, exc_info=True)
-                self._warn(f"{entry.dagman_out}:{engine.line_no}: line not processed ({type(exc).__name__}: {exc})",
+                self._warn(f"{entry.dagman_out}:{engine.line_no}: line not processed ({type(error).__name__}: {error})",
                            reason="bad_line")
                 continue
             if found_subwf is not None:
@@ -307,3 +317,11 @@ class Tracker:
             entry.broken = bool(item.get("broken"))
             if item.get("engine") is not None:
                 self._engine(entry, item["engine"])
+
+
+def _line_end(data: bytes, lines: int) -> int:
+    """The offset in `data` after its first `lines` lines (each ended by a newline)."""
+    end = 0
+    for _ in range(lines):
+        end = data.index(b"\n", end) + 1
+    return end

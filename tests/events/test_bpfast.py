@@ -112,6 +112,31 @@ def test_format_examples() -> None:
     assert fast.format_fields("H", {"k": [1]}) is None
 
 
+CONTAINERS = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=8)),
+                          lambda inner: st.one_of(st.lists(inner, max_size=3), st.tuples(inner, inner),
+                                                  st.dictionaries(st.text(max_size=4), inner, max_size=3)),
+                          max_leaves=8)
+
+
+@settings(max_examples=examples(2000), deadline=None)
+@given(st.dictionaries(st.sampled_from(["xwf.id", "invocations", "argv", "k"]),
+                       st.one_of(CONTAINERS, st.text(max_size=8)), min_size=1))
+def test_an_event_with_list_or_dict_values_is_written_as_python_writes_it(fields: dict) -> None:
+    """A composite's `invocations` (a list of dicts) goes through the compiled path as its repr (issue 28):
+    the line is the pure-Python one, non-ASCII texts included (those the compiled path declines)."""
+    event = bp.Event("stampede.job_inst.composite", {"ts": 0, **fields})
+    head = "ts=1970-01-01T00:00:00.000000Z event=stampede.job_inst.composite level=Info"
+    assert bp._format_fields(event) == bp._format_python(head, {"ts": 0, **fields})
+
+
+def test_a_composites_invocations_are_their_repr_quoted() -> None:
+    invocations = [{"transformation": "pegasus::dirmanager", "exitcode": 0, "duration": 3.84}]
+    event = bp.Event("stampede.job_inst.composite", {"ts": 0, "invocations": invocations, "argv": ("a", 1)})
+    assert bp._format_fields(event) == (
+        "ts=1970-01-01T00:00:00.000000Z event=stampede.job_inst.composite level=Info invocations=\"[{'transformation':"
+        " 'pegasus::dirmanager', 'exitcode': 0, 'duration': 3.84}]\" argv=\"('a', 1)\"")
+
+
 # ---------------------------------------------------------------- parse_event
 
 def typed(fields: dict) -> list:

@@ -295,7 +295,7 @@ def _worker_of(process: subprocess.Popen[str], timeout: float = 30) -> "psutil.P
 
 PARENT = """
 import asyncio, os, sys, time
-from streamer.monitor.runner import ProcessRunner
+from streamer.monitor.runner.process import ProcessRunner
 
 async def main():
     runner = ProcessRunner(dagman_out=sys.argv[1], recursive=True, tz="UTC", write_jobstate=False, state=None,
@@ -357,9 +357,9 @@ def test_worker_whose_parent_stopped_listening_exits_quietly(workflow: Path) -> 
     """The parent left at a second Ctrl-C: the worker's reply finds a closed pipe (was a BrokenPipeError)."""
     import pickle
 
-    from streamer.monitor import runner
+    from streamer.monitor.runner.process import CHILD
 
-    child = subprocess.Popen([sys.executable, "-c", runner._CHILD], stdin=subprocess.PIPE,
+    child = subprocess.Popen([sys.executable, "-c", CHILD], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     child.stdout.close()  # the parent is gone: nobody reads the reply
     options = {"dagman_out": str(workflow / "synth-0.dag.dagman.out"), "recursive": True, "tz": "UTC",

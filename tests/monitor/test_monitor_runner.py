@@ -13,7 +13,10 @@ from pathlib import Path
 import pytest
 
 from streamer.monitor import tracker as tracker_module
-from streamer.monitor.runner import MonitorCore, MonitorWorkerError, ProcessRunner, make_runner
+from streamer.monitor.runner import make_runner
+from streamer.monitor.runner.core import MonitorCore, Step
+from streamer.monitor.errors import MonitorWorkerError
+from streamer.monitor.runner.process import ProcessRunner
 from streamer.monitor.source import WorkflowSource
 from streamer.synth import generate, iter_dagman_chunks
 
@@ -175,7 +178,7 @@ def test_thread_runner_steps_share_a_few_parse_threads_first_come_first_served(m
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
-    from streamer.monitor import runner as runner_module
+    from streamer.monitor.runner import thread as runner_module
 
     lock = threading.Lock()
     running, peak, started = [0], [0], []
@@ -192,7 +195,7 @@ def test_thread_runner_steps_share_a_few_parse_threads_first_come_first_served(m
             time.sleep(0.02)
             with lock:
                 running[0] -= 1
-            return runner_module.Step([], None)
+            return Step([], None)
 
     async def run() -> None:
         asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=64))
@@ -218,7 +221,7 @@ def test_a_live_workflows_step_goes_ahead_of_steps_still_reading_a_backlog() -> 
     a runner is live once a step reached the end of its logs."""
     import threading
 
-    from streamer.monitor import runner as runner_module
+    from streamer.monitor.runner import thread as runner_module
 
     gate = threading.Event()
     started: list[str] = []
@@ -233,7 +236,7 @@ def test_a_live_workflows_step_goes_ahead_of_steps_still_reading_a_backlog() -> 
                 started.append(self.name)
             if self.name.startswith("busy"):
                 gate.wait(10)
-            return runner_module.Step([], None, at_eof=self.at_eof)
+            return Step([], None, at_eof=self.at_eof)
 
     def runner(name: str, *, live: bool = False, at_eof: bool = False) -> runner_module.ThreadRunner:
         r = runner_module.ThreadRunner()
@@ -267,19 +270,19 @@ HEAVY = ("pydantic", "rich", "asyncio", "concurrent.futures", "streamer.events.c
 
 _SERVED = """
 import gc, io, sys
-from streamer.monitor import runner
+from streamer.monitor.runner import child, process
 options = dict(dagman_out=sys.argv[1], recursive=True, tz="UTC", write_jobstate=False, state=None, read_size=1 << 20)
-requests = runner._frame(("open", (options, 30))) + runner._frame(("step", (True,))) + runner._frame(("close", ()))
+requests = process.frame(("open", (options, 30))) + process.frame(("step", (True,))) + process.frame(("close", ()))
 sys.stdin = io.TextIOWrapper(io.BytesIO(requests))
 sys.stdout = replies = io.TextIOWrapper(io.BytesIO())  # kept: serve() swaps sys.stdout
-runner.serve()
+child.serve()
 print(sorted(m for m in sys.modules if m in sys.argv[2:]), gc.get_threshold()[0], file=sys.__stderr__)
 """
 
 
 def test_the_parsing_child_and_a_quiet_replay_load_no_provenance_models_nor_rich(tmp_path: Path) -> None:
     """The child imports what parsing needs (no asyncio, no source) and tunes its GC as the parent does; a quiet
-    replay to a BP file with no provenance record never builds the pydantic models of `events/chimbuko.py`
+    replay to a BP file with no provenance record never builds the pydantic models of `events/chimbuko/models.py`
     (~0.1 s per process), nor draws with rich (~25 ms)."""
     directory = generate(tmp_path / "w", jobs=20, seed=1)
     dagman_out = str(next(directory.glob("*.dag.dagman.out")))

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from streamer.monitor import runner as runner_module
+from streamer.monitor.runner import core as runner_core
 from streamer.monitor.engine.job import Job
 from streamer.monitor.engine.state import StateError, WorkflowState
-from streamer.monitor.runner import MonitorCore
+from streamer.monitor.runner.core import MonitorCore
 from streamer.synth import generate
 
 
@@ -36,7 +36,7 @@ def _drain(core: MonitorCore) -> list[str]:
 @pytest.fixture(autouse=True)
 def _a_snapshot_after_every_step(monkeypatch: pytest.MonkeyPatch) -> None:
     """Not throttled by their measured cost: on a loaded machine the steps with live jobs could all go without."""
-    monkeypatch.setattr(runner_module, "SNAPSHOT_BUDGET", 0)
+    monkeypatch.setattr(runner_core, "SNAPSHOT_BUDGET", 0)
 
 
 def _snapshot_with_live_jobs(core: MonitorCore) -> dict[str, Any]:
@@ -89,7 +89,7 @@ def test_unknown_fields_are_refused_not_half_read() -> None:
 def test_events_are_typed_in_one_place_and_a_misfit_is_a_warning_naming_its_line() -> None:
     """Thread or child process alike, raw records become events in `engine.events.type_raw` (via the
     runner's `typed`); one that does not fit its schema is left out and reported in the step's warnings."""
-    from streamer.monitor.runner import Step, typed
+    from streamer.monitor.runner.core import Step, typed
 
     step = typed(Step([("xwf.start", {"ts": 1, "xwf.id": "a", "restart_count": "many"}, "x.dagman.out", 3),
                        ("xwf.start", {"ts": 1, "xwf.id": "a", "restart_count": 0}, "x.dagman.out", 4)], None))

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from streamer.monitor import runner, tracker
+from streamer.monitor import tracker
+from streamer.monitor.runner import core
 from streamer.monitor.source import WorkflowSource
 from streamer.synth import generate
 from tests.monitor.test_monitor_source import _run
@@ -18,7 +19,7 @@ from tests.monitor.test_monitor_source import _run
 def test_crash_while_static_events_go_out_repeats_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                           stop_after: int) -> None:
     monkeypatch.setattr(tracker, "STATIC_SLICE", 100)  # many slices of static events, each checkpointed
-    monkeypatch.setattr(runner, "SNAPSHOT_BUDGET", 0.0)  # every step, however fast the snapshot
+    monkeypatch.setattr(core, "SNAPSHOT_BUDGET", 0.0)  # every step, however fast the snapshot
     reference_dir = generate(tmp_path / "ref", jobs=100, seed=7)
     reference = [e.id for e in asyncio.run(_run(WorkflowSource(reference_dir, timezone="UTC")))]
     directory = generate(tmp_path / "run", jobs=100, seed=7)

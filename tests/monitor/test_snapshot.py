@@ -15,9 +15,10 @@ from typing import Any
 import orjson
 import pytest
 
-from streamer.monitor import runner as runner_module
-
-from streamer.monitor.runner import MonitorCore, ProcessRunner, ThreadRunner
+from streamer.monitor.runner import core as runner_core
+from streamer.monitor.runner.core import MonitorCore
+from streamer.monitor.runner.process import ProcessRunner
+from streamer.monitor.runner.thread import ThreadRunner
 from streamer.monitor.snapshot import JOBS_GONE, SnapshotJoin
 from streamer.synth import generate
 
@@ -34,7 +35,7 @@ def _jobs(position: dict[str, Any]) -> dict[str, Any]:
 
 def test_each_snapshot_carries_only_the_jobs_changed_since_the_last_and_joins_to_the_full_state(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(runner_module, "SNAPSHOT_BUDGET", 0)  # a snapshot after every step
+    monkeypatch.setattr(runner_core, "SNAPSHOT_BUDGET", 0)  # a snapshot after every step
     directory = generate(tmp_path / "w", jobs=40, seed=5)
     core = MonitorCore(**_options(directory))
     join = SnapshotJoin()

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from streamer.synth.generate import generate
+from streamer.util.urls import EndpointURL
 
 TIMEOUT = 60
 """Seconds a replay of the small workflow may take; it needs about one."""
@@ -202,7 +203,7 @@ def test_the_loss_is_in_the_metrics(workflow: Path, tmp_path: Path) -> None:
 
     async def run() -> dict[str, int]:
         source = WorkflowSource(directory, timezone="UTC", write_jobstate=False)
-        result = await Run(source, build_endpoints([EndpointSpec(url=f"file://{tmp_path / 'out.jsonl'}")]),
+        result = await Run(source, build_endpoints([EndpointSpec(url=EndpointURL.parse(f"file://{tmp_path / 'out.jsonl'}"))]),
                            RunOptions(progress=False, exporter=exporter)).run()
         assert result.exit_code == 0
         return result.dropped

@@ -9,7 +9,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamer.monitor.parsers import kickstart, yamlsub
+from streamer.monitor.parsers import kickstart, yamlguard, yamlsub
 from streamer.synth import SCENARIOS, generate
 from tests.support.examples import examples
 
@@ -27,7 +27,7 @@ def _records(root: Path) -> list[tuple[Path, str, str]]:
 def _same_as_pyyaml(records: list[tuple[Path, str, str]]) -> int:
     fast = 0
     for path, kind, chunk in records:
-        reference = yaml.load(chunk, Loader=kickstart._Loader)
+        reference = yaml.load(chunk, Loader=yamlguard.Loader)
         if kind == "invocation":
             ours = yamlsub.load(chunk, kickstart._KEEP, kickstart._yaml_scalar)
             assert kickstart.from_yaml(ours[0]) == kickstart.from_yaml(reference[0]), path
@@ -60,11 +60,11 @@ def test_every_synthetic_record_reads_as_pyyaml_reads_it(tmp_path: Path, scenari
     "top:\n  - a: 1\n    b:\n      - 1\n      - 2\n  - c: 3\n",
 ])
 def test_scalar_and_structure_forms(text: str) -> None:
-    expected = yaml.load(text, Loader=kickstart._Loader)
+    expected = yaml.load(text, Loader=yamlguard.Loader)
     try:
         ours = yamlsub.load(text, True, kickstart._yaml_scalar)
     except yamlsub.Unsupported:
-        ours = yaml.load(text, Loader=kickstart._Loader)  # what the monitor does then
+        ours = yaml.load(text, Loader=yamlguard.Loader)  # what the monitor does then
     assert ours == expected
 
 
@@ -119,7 +119,7 @@ def _agrees_with_pyyaml(text: str) -> None:
     got = _subset(text)
     if got is yamlsub.Unsupported:
         return  # stepped aside: PyYAML reads it
-    assert got == yaml.load(text, Loader=kickstart._Loader), text
+    assert got == yaml.load(text, Loader=yamlguard.Loader), text
 
 
 EDGE_TEXTS = [
@@ -136,7 +136,7 @@ EDGE_TEXTS = [
 @pytest.mark.parametrize("text", EDGE_TEXTS)
 def test_edge_forms_read_as_pyyaml_or_step_aside(text: str) -> None:
     try:
-        yaml.load(text, Loader=kickstart._Loader)
+        yaml.load(text, Loader=yamlguard.Loader)
     except yaml.YAMLError:
         assert _refused(_subset(text)), text  # never a value PyYAML refuses
         return
@@ -152,7 +152,7 @@ def test_edge_forms_read_as_pyyaml_or_step_aside(text: str) -> None:
 def test_random_layouts_read_as_pyyaml_or_step_aside(lines: list[tuple[int, str]]) -> None:
     text = "".join(" " * indent + content + "\n" for indent, content in lines)
     try:
-        yaml.load(text, Loader=kickstart._Loader)
+        yaml.load(text, Loader=yamlguard.Loader)
     except yaml.YAMLError:
         assert _refused(_subset(text)), text
         return

@@ -14,6 +14,7 @@ from typing import Any, Callable, Protocol
 
 from streamer.monitor.parsers import kickstart, plaindag
 from streamer.monitor.engineopts import DEFAULT as DEFAULT_OPTIONS, EngineOptions
+from streamer.monitor.errors import WorkflowError
 
 Emit = Callable[[str, dict[str, Any]], None]
 
@@ -23,11 +24,6 @@ class Warn(Protocol):
     marks an input that gave fewer events than it should: the run counts those by reason."""
 
     def __call__(self, text: str, reason: str | None = None) -> None: ...
-
-
-
-class WorkflowError(RuntimeError):
-    """A workflow directory the monitor cannot follow (no braindump, no wf_uuid or dag)."""
 
 
 @dataclass

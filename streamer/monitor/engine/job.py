@@ -155,9 +155,12 @@ class Job:
         if info.site is not None:
             self.site = info.site
 
-    def add_integrity(self, kind: str, file_type: str, count: int = 0, succeeded: int = 0,
-                      failed: int = 0, duration: float = 0.0) -> None:
-        """Merge an integrity metric into the one with the same (type, file_type)."""
+    def add_integrity(self, kind: Any, file_type: Any, count: Any = 0, succeeded: Any = 0,
+                      failed: Any = 0, duration: Any = 0.0) -> None:
+        """Merge an integrity metric into the one with the same (type, file_type).
+
+        The values are what the kickstart record holds (a number, or a string, or None for a missing
+        key): `Any`, the truth, since compiled code checks annotations (an `int` here dropped records)."""
         for metric in self.integrity:
             if metric[0] == kind and metric[1] == file_type:
                 metric[2] += count

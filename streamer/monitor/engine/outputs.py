@@ -48,14 +48,14 @@ class Outputs:
                     if isinstance(item, dict) and "name" in item and "value" in item:
                         fields["metadata__" + str(item["name"])] = item["value"]
         for event in job.multipart_events:
-            for key, value in event.items():
-                if key == "multipart":
+            for name, given in event.items():  # not `key, value`: compiled, those are `str` (the classads above)
+                if name == "multipart":
                     continue
-                existing = fields.get(key)
+                existing = fields.get(name)
                 if existing is None:
-                    fields[key] = value
-                elif isinstance(existing, list) and isinstance(value, list):
-                    existing.extend(value)
+                    fields[name] = given
+                elif isinstance(existing, list) and isinstance(given, list):
+                    existing.extend(given)
         fields["invocations"] = list(job.invocations)
         if self.ctx.identity.app:
             fields["app"] = self.ctx.identity.app

@@ -67,11 +67,11 @@ class WorkflowState:
         unknown = sorted(set(data) - _FIELD_SET)
         if unknown:
             raise StateError(f"{where}: unknown workflow state field(s) {', '.join(unknown)}")
-        state = cls(**data)
-        if isinstance(state.last_known_job, list):  # JSON has no tuples
-            jobid, seq = state.last_known_job
-            state.last_known_job = (jobid, seq)
-        return state
+        known = data.get("last_known_job")
+        if isinstance(known, list):  # JSON has no tuples: made one before the field (typed) takes it
+            jobid, seq = known
+            data = {**data, "last_known_job": (jobid, seq)}
+        return cls(**data)
 
 
 _FIELDS = tuple(f.name for f in fields(WorkflowState))

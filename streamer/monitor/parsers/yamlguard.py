@@ -15,6 +15,8 @@ stack) and counted here without building anything.
 
 from __future__ import annotations
 
+from typing import Any
+
 import yaml
 
 MAX_DEPTH = 100
@@ -90,3 +92,18 @@ def check(text: str, limit: int = MAX_DEPTH) -> None:
         deep = limit + 1
     if deep > limit:
         raise TooDeep(f"YAML nested deeper than {limit} levels")
+
+
+class Loader(_Parser):  # type: ignore[misc,valid-type]
+    """PyYAML's C loader, keeping timestamps as text (monitord converts them itself). Here, not in
+    kickstart.py, which mypyc compiles: a class deriving from a base PyYAML picks at run time is not
+    compilable (it crashed once compiled)."""
+
+
+Loader.add_constructor("tag:yaml.org,2002:timestamp", yaml.constructor.SafeConstructor.construct_yaml_str)
+
+
+def load(text: str) -> Any:
+    """PyYAML's reading of a kickstart record `text`, once its nesting is known to be bounded (`check`)."""
+    check(text)
+    return yaml.load(text, Loader=Loader)

@@ -1,7 +1,7 @@
 """Chimbuko provenance events in streamer's other forms: JSON objects, BP lines, terminal lines.
 
 The codecs (`jsonenc`, `bp`) and the terminal endpoint call these for `chimbuko.*` names;
-the records' schema, identity and checks are in `chimbuko.py`.
+the records' identity is in `records.py`, their schema and checks in `models.py`.
 
 - JSON: the record's keys, `event_label` for its `event_id`, `sonata_id` for Sonata's
   `__id`, plus `event` (the name) and `event_id` (the stable id), as for Stampede events.
@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from streamer.util.localtime import shown
-from streamer.events.chimbuko import MODELS, NAMES, PREFIX, RECORD_KEYS, TEXT_FIELDS, RecordError, event_from_record
+from streamer.events.chimbuko.models import MODELS, RecordError
+from streamer.events.chimbuko.records import NAMES, PREFIX, RECORD_KEYS, TEXT_FIELDS, event_from_record
 
 if TYPE_CHECKING:
     from streamer.events.event import Event
