@@ -24,13 +24,14 @@ import logging
 import ssl
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote
 
 import aio_pika
 
+from streamer.amqp import frames
 from streamer.amqp.errors import classify
 from streamer.core.options import is_true
-from streamer.util.urls import mask
+from streamer.util.urls import EndpointURL, mask
 
 CONNECT_TIMEOUT = 10.0
 log = logging.getLogger("streamer.amqp")
@@ -90,33 +91,29 @@ def node_name(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def _split_hosts(url: str, netloc: str, default_port: int) -> list[tuple[str, int]]:
-    """`h1[:p1],h2[:p2],[::1]:p3` -> [(host, port), ...] (the part of the netloc after any `user:pass@`)."""
-    hosts: list[tuple[str, int]] = []
-    for item in netloc.rpartition("@")[2].split(","):
-        item = item.strip()
-        if item.startswith("["):
-            host, _, rest = item[1:].partition("]")
-            port_text = rest[1:] if rest.startswith(":") else rest
-        else:
-            host, _, port_text = item.partition(":")
-        if not host:
-            raise AMQPURLError(f"{mask(url)}: no broker host" + (" in a comma-separated list" if hosts or
-                                                                 "," in netloc else ""))
-        if port_text and not (port_text.isdigit() and 0 < int(port_text) < 65536):
-            raise AMQPURLError(f"{mask(url)}: bad port {port_text!r} for broker {host}")
-        hosts.append((host.lower(), int(port_text) if port_text else default_port))
-    return hosts
+def _nodes(url: EndpointURL, default_port: int) -> list[tuple[str, int]]:
+    """The URL's hosts (`h1[:p1],h2[:p2],[::1]:p3`) as [(host, port), ...], each checked."""
+    nodes: list[tuple[str, int]] = []
+    for host in url.hosts:
+        if not host.name:
+            raise AMQPURLError(f"{url.masked_base}: no broker host" + (" in a comma-separated list" if nodes or
+                                                                       len(url.hosts) > 1 else ""))
+        try:
+            port = host.port_number(default_port)
+        except ValueError:
+            port = 0
+        if port == 0 and host.port:
+            raise AMQPURLError(f"{url.masked_base}: bad port {host.port!r} for broker {host.name}")
+        nodes.append((host.name, port))
+    return nodes
 
 
-def parse_target(url: str, *, need_exchange: bool = True) -> AMQPTarget:
-    """Split `amqp[s]://[user:pass@]host[:port][,host[:port]...]/[vhost/]exchange` (vhost URL-encoded)."""
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    if scheme not in ("amqp", "amqps"):
-        raise AMQPURLError(f"not an AMQP URL: {mask(url)}")
-    hosts = _split_hosts(url, parts.netloc, 5671 if scheme == "amqps" else 5672)
-    segments = parts.path.split("/")[1:] if parts.path else []
+def parse_target(url: EndpointURL, *, need_exchange: bool = True) -> AMQPTarget:
+    """`amqp[s]://[user:pass@]host[:port][,host[:port]...]/[vhost/]exchange` (vhost URL-encoded) as a target."""
+    if url.scheme not in ("amqp", "amqps"):
+        raise AMQPURLError(f"not an AMQP URL: {url.masked_base}")
+    hosts = _nodes(url, 5671 if url.scheme == "amqps" else 5672)
+    segments = url.segments
     if segments and segments[-1] == "" and len(segments) > 1:
         segments = segments[:-1]
     if len(segments) >= 2:
@@ -126,13 +123,10 @@ def parse_target(url: str, *, need_exchange: bool = True) -> AMQPTarget:
     else:
         vhost, exchange = "/", ""
     if not exchange and need_exchange:
-        raise AMQPURLError(f"{mask(url)}: no exchange (expected amqp://host/vhost/exchange)")
-    userinfo, at, _ = parts.netloc.rpartition("@")
-    user, colon, password = userinfo.partition(":")
+        raise AMQPURLError(f"{url.masked_base}: no exchange (expected amqp://host/vhost/exchange)")
     return AMQPTarget(
-        tls=scheme == "amqps", host=hosts[0][0], port=hosts[0][1],
-        user=unquote(user) if at and user else "guest",
-        password=unquote(password) if at and colon else "guest",
+        tls=url.scheme == "amqps", host=hosts[0][0], port=hosts[0][1],
+        user=url.user or "guest", password="guest" if url.password is None else url.password,
         vhost=vhost or "/", exchange=exchange, more=tuple(hosts[1:]),
     )
 
@@ -151,6 +145,8 @@ def tls_context(options: dict[str, Any]) -> ssl.SSLContext:
 class _Connection(aio_pika.Connection):
     node = ""
     """`host:port` of the broker this connection is to."""
+    receiver: frames.FrameReceiver | None = None
+    """Its frame reader (`amqp/frames.py`: a consumer taps its channel there)."""
 
     """aio-pika's connection, closed when connecting fails: else the garbage collector finalises it later,
     possibly in a worker thread where it can only print `RuntimeWarning: coroutine 'Connection.close' was
@@ -193,11 +189,13 @@ async def connect(target: AMQPTarget, options: dict[str, Any], *, name: str = "s
     if target.tls:
         kwargs.update(ssl=True, ssl_context=tls_context(options))
     failures: list[str] = []
+    frames.install()
     for host, port in failover_order(target, after):
         node = node_name(host, port)
         try:
-            connection = await asyncio.wait_for(
-                aio_pika.connect(host=host, port=port, **kwargs, connection_class=_Connection), timeout + 1)
+            with frames.capture() as receivers:
+                connection = await asyncio.wait_for(
+                    aio_pika.connect(host=host, port=port, **kwargs, connection_class=_Connection), timeout + 1)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # refused, DNS, TLS, timeout: "not now"; auth, vhost: permanent
@@ -210,6 +208,7 @@ async def connect(target: AMQPTarget, options: dict[str, Any], *, name: str = "s
             continue
         if isinstance(connection, _Connection):
             connection.node = node
+            connection.receiver = receivers[-1] if receivers else None
         if target.more:
             log.info("%s: connected to %s", name, node)
         return connection

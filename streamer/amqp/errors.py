@@ -34,6 +34,19 @@ def classify(exc: BaseException, target: Any) -> tuple[str, bool]:
     return text, any(p in text for p in _PERMANENT)
 
 
+_REFUSALS = ("ConnectionNotAllowed", "ConnectionNotImplemented", "AuthenticationError", "ProbableAuthenticationError",
+             "IncompatibleProtocolError", "ConnectionSyntaxError", "ConnectionCommandInvalid", "ConnectionFrameError")
+
+
+def connection_lost(exc: BaseException) -> bool:
+    """Whether `exc` is a connection broken under us — reset, closed by a node shutting down, timed out, a channel
+    left unusable by that — which another node, or the same one later, can mend; not the broker refusing what
+    was asked (a login, a vhost, a command it does not implement), which no retry mends."""
+    if type(exc).__name__ in _REFUSALS or classify(exc, None)[1]:
+        return False
+    return isinstance(exc, (ConnectionError, TimeoutError)) or type(exc).__name__ == "ChannelInvalidStateError"
+
+
 def channel_refusal(exc: BaseException | None, target: Any, doing: str, permission: str) -> str | None:
     """The plain words for the broker closing a channel on a permission refusal (`doing` the exchange, which
     needs `permission`), or None when `exc` is not one: retrying cannot fix it, so it is final at once."""

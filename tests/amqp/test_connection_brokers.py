@@ -12,20 +12,21 @@ import pytest
 from streamer.amqp.connection import AMQPURLError, BrokerUnavailable, connect, failover_order, node_of, parse_target
 from streamer.endpoints import create_endpoint
 from streamer.events import Event, bp
+from streamer.util.urls import EndpointURL
 from tests.support.amqphelp import Capture, Forwarder, unique
 from tests.conftest import AMQP_HOST, AMQP_PORT
 from tests.support.ownservers import free_port
 
 
 def test_several_hosts_parse_in_order() -> None:
-    t = parse_target("amqp://u:p%40ss@h1:5681,H2:5682,h3/%2F/wf")
+    t = parse_target(EndpointURL.parse("amqp://u:p%40ss@h1:5681,H2:5682,h3/%2F/wf"))
     assert t.nodes == [("h1", 5681), ("h2", 5682), ("h3", 5672)]
     assert (t.host, t.port, t.user, t.password, t.vhost, t.exchange) == ("h1", 5681, "u", "p@ss", "/", "wf")
     assert t.display == "amqp://u@h1:5681,h2:5682,h3:5672/%2F/wf"
     assert "p@ss" not in t.display and "p%40ss" not in t.display
-    tls = parse_target("amqps://a,b:1234,[::1]:99/v/x")
+    tls = parse_target(EndpointURL.parse("amqps://a,b:1234,[::1]:99/v/x"))
     assert tls.nodes == [("a", 5671), ("b", 1234), ("::1", 99)] and tls.display.startswith("amqps://guest@a:5671,")
-    one = parse_target("amqp://u:p@broker:5673/pegasus/workflows")
+    one = parse_target(EndpointURL.parse("amqp://u:p@broker:5673/pegasus/workflows"))
     assert one.nodes == [("broker", 5673)] and one.display == "amqp://u@broker:5673/pegasus/workflows"
 
 
@@ -37,12 +38,12 @@ def test_several_hosts_parse_in_order() -> None:
 ])
 def test_bad_host_lists_are_usage_errors_without_the_password(url: str, words: str) -> None:
     with pytest.raises(AMQPURLError) as error:
-        parse_target(url)
+        parse_target(EndpointURL.parse(url))
     assert words in str(error.value) and "secret" not in str(error.value)
 
 
 def test_failover_order_starts_after_the_node_lost() -> None:
-    t = parse_target("amqp://h1:1,h2:2,h3:3/%2F/wf")
+    t = parse_target(EndpointURL.parse("amqp://h1:1,h2:2,h3:3/%2F/wf"))
     assert failover_order(t) == [("h1", 1), ("h2", 2), ("h3", 3)]
     assert failover_order(t, after="h1:1") == [("h2", 2), ("h3", 3), ("h1", 1)]
     assert failover_order(t, after="h2:2") == [("h3", 3), ("h1", 1), ("h2", 2)]
@@ -53,7 +54,7 @@ def test_failover_order_starts_after_the_node_lost() -> None:
 @pytest.mark.rabbitmq
 async def test_connect_takes_the_first_node_that_answers(amqp_url: str, caplog: pytest.LogCaptureFixture) -> None:
     dead = free_port()
-    target = parse_target(f"amqp://guest:guest@127.0.0.1:{dead},{AMQP_HOST}:{AMQP_PORT}/%2F/x")
+    target = parse_target(EndpointURL.parse(f"amqp://guest:guest@127.0.0.1:{dead},{AMQP_HOST}:{AMQP_PORT}/%2F/x"))
     caplog.set_level(logging.INFO, "streamer.amqp")
     connection = await connect(target, {"connect_timeout": 3})
     try:
@@ -62,7 +63,7 @@ async def test_connect_takes_the_first_node_that_answers(amqp_url: str, caplog: 
         await connection.close()
     assert f"connected to {AMQP_HOST}:{AMQP_PORT}" in caplog.text and "guest:guest" not in caplog.text
     with pytest.raises(BrokerUnavailable) as error:
-        await connect(parse_target(f"amqp://guest:guest@127.0.0.1:{dead},127.0.0.1:{free_port()}/%2F/x"),
+        await connect(parse_target(EndpointURL.parse(f"amqp://guest:guest@127.0.0.1:{dead},127.0.0.1:{free_port()}/%2F/x")),
                       {"connect_timeout": 3})
     assert f"127.0.0.1:{dead}:" in str(error.value) and not error.value.permanent
 
@@ -81,8 +82,8 @@ async def test_publisher_fails_over_to_the_next_node_without_spooling(amqp_url: 
     ports = [await first.start(), await second.start()]
     first.up = second.up = True
     exchange = unique("streamer-test-failover")
-    endpoint = create_endpoint(f"amqp://guest:guest@127.0.0.1:{ports[0]},127.0.0.1:{ports[1]}/%2F/{exchange}"
-                               f"?events=*&spool={tmp_path}&retry_max=0.2&window=50")
+    endpoint = create_endpoint(EndpointURL.parse(f"amqp://guest:guest@127.0.0.1:{ports[0]},127.0.0.1:{ports[1]}/%2F/{exchange}"
+                               f"?events=*&spool={tmp_path}&retry_max=0.2&window=50"))
     try:
         async with Capture(amqp_url, exchange) as capture:
             await capture.start()

@@ -24,6 +24,7 @@ from streamer.events import Event, bp, jsonenc
 from streamer.sources.amqp.tail import AMQPSource, binding_keys
 from streamer.sources.base import Batch, SourceError
 from streamer.core.spool import Spool, SpoolError, SpoolFull
+from streamer.util.urls import EndpointURL
 from tests.support.amqphelp import Capture, Forwarder, unique
 from tests.support.eventcompare import WALL_CLOCK_EVENTS, differences
 
@@ -47,17 +48,17 @@ async def run_bus(endpoint, events: list[Event], batch: int = 500) -> Bus:
 # ---------------------------------------------------------------- URL, frames, bindings (no broker)
 
 def test_url_forms() -> None:
-    t = parse_target("amqp://user:p%40ss@broker:5673/pegasus/workflows")
+    t = parse_target(EndpointURL.parse("amqp://user:p%40ss@broker:5673/pegasus/workflows"))
     assert (t.tls, t.host, t.port, t.user, t.password, t.vhost, t.exchange) == (
         False, "broker", 5673, "user", "p@ss", "pegasus", "workflows")
-    assert parse_target("amqp://u:p@h/%2F/x").vhost == "/"
-    assert parse_target("amqp://h/x").vhost == "/" and parse_target("amqp://h/x").user == "guest"
-    assert parse_target("amqps://u:p@h/v/x").port == 5671
+    assert parse_target(EndpointURL.parse("amqp://u:p@h/%2F/x")).vhost == "/"
+    assert parse_target(EndpointURL.parse("amqp://h/x")).vhost == "/" and parse_target(EndpointURL.parse("amqp://h/x")).user == "guest"
+    assert parse_target(EndpointURL.parse("amqps://u:p@h/v/x")).port == 5671
     assert "p%40ss" not in t.display and "p@ss" not in t.display
     with pytest.raises(EndpointError, match="no exchange"):
-        parse_target("amqp://u:secret@h/")
+        parse_target(EndpointURL.parse("amqp://u:secret@h/"))
     with pytest.raises(EndpointError) as info:
-        create_endpoint("amqp://u:secret@h:5672/v/x?routing_key=dots")
+        create_endpoint(EndpointURL.parse("amqp://u:secret@h:5672/v/x?routing_key=dots"))
     assert "secret" not in str(info.value)
 
 
@@ -143,7 +144,7 @@ async def test_golden_stream_gives_golden_messages(amqp_url: str, golden: Path, 
     exchange = unique("streamer-test-golden")
     async with Capture(amqp_url, exchange) as capture:
         await capture.start()
-        endpoint = create_endpoint(f"{amqp_url}/{exchange}?events=*&spool={tmp_path / 'spool'}")
+        endpoint = create_endpoint(EndpointURL.parse(f"{amqp_url}/{exchange}?events=*&spool={tmp_path / 'spool'}"))
         await run_bus(endpoint, events, batch=97)
         messages = await capture.wait_for(len(expected))
     assert len(messages) == len(expected)
@@ -168,7 +169,7 @@ async def test_default_filter_is_monitords(amqp_url: str, golden: Path, tmp_path
     exchange = unique("streamer-test-default")
     async with Capture(amqp_url, exchange) as capture:
         await capture.start()
-        await run_bus(create_endpoint(f"{amqp_url}/{exchange}?spool={tmp_path}"), events)
+        await run_bus(create_endpoint(EndpointURL.parse(f"{amqp_url}/{exchange}?spool={tmp_path}")), events)
         messages = await capture.wait_for(len(expected))
     assert {m.routing_key for m in messages} == {e.name for e in expected} == wanted - {"stampede.job_inst.tag"}
     assert len(expected) < len(events) / 2  # the stream has plenty the filter must drop
@@ -183,7 +184,7 @@ async def test_underscore_routing_keys(amqp_url: str, golden: Path, tmp_path: Pa
     async with Capture(amqp_url, exchange) as capture:
         await capture.start()
         url = f"{amqp_url}/{exchange}?events=stampede.xwf.*&routing_key=underscore&spool={tmp_path}"
-        await run_bus(create_endpoint(url), events)
+        await run_bus(create_endpoint(EndpointURL.parse(url)), events)
         expected = [e for e in events if e.name.startswith("stampede.xwf.")]
         messages = await capture.wait_for(len(expected))
     assert [m.routing_key for m in messages] == [e.name.replace(".", "_") for e in expected]
@@ -196,7 +197,7 @@ async def test_unroutable_messages_are_counted(amqp_url: str, golden: Path, tmp_
                                                caplog: pytest.LogCaptureFixture) -> None:
     events = golden_events(golden, "process_wf_success")[:40]
     exchange = unique("streamer-test-unroutable")
-    endpoint = create_endpoint(f"{amqp_url}/{exchange}?events=*&spool={tmp_path}")
+    endpoint = create_endpoint(EndpointURL.parse(f"{amqp_url}/{exchange}?events=*&spool={tmp_path}"))
     await endpoint.open()
     try:
         await endpoint.write(events)
@@ -220,10 +221,10 @@ async def test_unreachable_broker_spools_and_delivers_later(amqp_url: str, golde
     port = await forwarder.start()
     exchange = unique("streamer-test-away")
     spool_dir = tmp_path / "spool"
-    amqp = create_endpoint(f"amqp://guest:guest@127.0.0.1:{port}/%2F/{exchange}?events=*"
-                           f"&spool={spool_dir}&retry_max=0.2&drain_timeout=60")
+    amqp = create_endpoint(EndpointURL.parse(f"amqp://guest:guest@127.0.0.1:{port}/%2F/{exchange}?events=*"
+                           f"&spool={spool_dir}&retry_max=0.2&drain_timeout=60"))
     jsonl = tmp_path / "copy.jsonl"
-    other = create_endpoint(f"file://{jsonl}?events=*")
+    other = create_endpoint(EndpointURL.parse(f"file://{jsonl}?events=*"))
     bus = Bus([make_route(amqp, codec=JSON_LINES), make_route(other, codec=JSON_LINES)])
     try:
         async with Capture(amqp_url, exchange) as capture:
@@ -254,8 +255,8 @@ async def test_full_spool_is_a_clear_error(golden: Path, tmp_path: Path) -> None
     forwarder = Forwarder()
     port = await forwarder.start()
     spool_dir = tmp_path / "spool"
-    endpoint = create_endpoint(f"amqp://guest:s3cret@127.0.0.1:{port}/%2F/x?events=*&spool={spool_dir}"
-                               f"&spool_size=20k&retry_max=0.2&drain_timeout=0.3")
+    endpoint = create_endpoint(EndpointURL.parse(f"amqp://guest:s3cret@127.0.0.1:{port}/%2F/x?events=*&spool={spool_dir}"
+                               f"&spool_size=20k&retry_max=0.2&drain_timeout=0.3"))
     try:
         await endpoint.open()
         await endpoint.write(events[:10])
@@ -280,7 +281,7 @@ async def test_spooled_events_survive_a_restart(amqp_url: str, golden: Path, tmp
     exchange = unique("streamer-test-restart")
     url = f"amqp://guest:guest@127.0.0.1:{port}/%2F/{exchange}?events=*&spool={tmp_path}&retry_max=0.2"
     try:
-        first = create_endpoint(url + "&drain_timeout=0.2")
+        first = create_endpoint(EndpointURL.parse(url + "&drain_timeout=0.2"))
         await first.open()
         await first.write(events[:60])
         with pytest.raises(EndpointError, match="60 events remain spooled"):
@@ -288,7 +289,7 @@ async def test_spooled_events_survive_a_restart(amqp_url: str, golden: Path, tmp
         async with Capture(amqp_url, exchange) as capture:
             await capture.start()
             forwarder.up = True
-            second = create_endpoint(url)
+            second = create_endpoint(EndpointURL.parse(url))
             await second.open()           # drains the earlier run's events first
             await second.write(events[60:])
             await second.close()
@@ -306,8 +307,8 @@ async def test_connection_cut_mid_run_resends_unconfirmed(amqp_url: str, golden:
     port = await forwarder.start()
     forwarder.up = True
     exchange = unique("streamer-test-cut")
-    endpoint = create_endpoint(f"amqp://guest:guest@127.0.0.1:{port}/%2F/{exchange}?events=*"
-                               f"&spool={tmp_path}&retry_max=0.2&window=50")
+    endpoint = create_endpoint(EndpointURL.parse(f"amqp://guest:guest@127.0.0.1:{port}/%2F/{exchange}?events=*"
+                               f"&spool={tmp_path}&retry_max=0.2&window=50"))
     endpoint.unconfirmed_ids = set()
     try:
         async with Capture(amqp_url, exchange) as capture:
@@ -340,7 +341,7 @@ async def test_source_tails_an_exchange(amqp_url: str, golden: Path, tmp_path: P
     connection = await aio_pika.connect(amqp_url)
     channel = await connection.channel()
     await channel.declare_exchange(exchange, "topic", durable=True)
-    source = AMQPSource(f"{amqp_url}/{exchange}", events="stampede.job_inst.*,stampede.inv.end")
+    source = AMQPSource(EndpointURL.parse(f"{amqp_url}/{exchange}"), events="stampede.job_inst.*,stampede.inv.end")
     expected = [e for e in events if e.name.startswith("stampede.job_inst.") or e.name == "stampede.inv.end"]
     got: list[Event] = []
 
@@ -357,7 +358,7 @@ async def test_source_tails_an_exchange(amqp_url: str, golden: Path, tmp_path: P
             if source._connection is not None:
                 break
         await asyncio.sleep(0.3)
-        endpoint = create_endpoint(f"{amqp_url}/{exchange}?events=*&spool={tmp_path}&mandatory=false")
+        endpoint = create_endpoint(EndpointURL.parse(f"{amqp_url}/{exchange}?events=*&spool={tmp_path}&mandatory=false"))
         await endpoint.open()
         await endpoint.write(events)
         await endpoint.close()
@@ -373,7 +374,7 @@ async def test_source_tails_an_exchange(amqp_url: str, golden: Path, tmp_path: P
 
 @pytest.mark.rabbitmq
 async def test_source_missing_queue_is_a_clear_error(amqp_url: str) -> None:
-    source = AMQPSource(f"{amqp_url}/x", queue=unique("streamer-test-nope"))
+    source = AMQPSource(EndpointURL.parse(f"{amqp_url}/x"), queue=unique("streamer-test-nope"))
     with pytest.raises(SourceError, match=r"amqp://guest@127\.0\.0\.1:\d+/%2F/x: NOT_FOUND - no queue"):
         async for _ in source.batches():
             pass
@@ -383,7 +384,7 @@ async def test_source_missing_queue_is_a_clear_error(amqp_url: str) -> None:
 @pytest.mark.rabbitmq
 async def test_bad_credentials_fail_at_open(amqp_url: str, tmp_path: Path) -> None:
     url = amqp_url.replace("guest:guest", "guest:wrong-pw-123") + f"/x?spool={tmp_path}"
-    endpoint = create_endpoint(url)
+    endpoint = create_endpoint(EndpointURL.parse(url))
     with pytest.raises(EndpointError) as info:
         await endpoint.open()
     assert "ACCESS_REFUSED" in str(info.value) and "wrong-pw-123" not in str(info.value)
@@ -394,7 +395,7 @@ async def test_without_spool_an_unreachable_broker_fails_at_open(tmp_path: Path)
     forwarder = Forwarder()
     port = await forwarder.start()
     try:
-        endpoint = create_endpoint(f"amqp://u:pw-456@127.0.0.1:{port}/%2F/x?spool=off")
+        endpoint = create_endpoint(EndpointURL.parse(f"amqp://u:pw-456@127.0.0.1:{port}/%2F/x?spool=off"))
         with pytest.raises(EndpointError, match=rf"cannot connect to amqp://u@127\.0\.0\.1:{port}/%2F/x") as info:
             await endpoint.open()
         assert "pw-456" not in str(info.value)

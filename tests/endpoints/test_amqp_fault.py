@@ -22,6 +22,7 @@ import pytest
 
 from streamer.endpoints import create_endpoint
 from streamer.events import Event, bp
+from streamer.util.urls import EndpointURL
 from tests.support.amqphelp import Forwarder, ReadBackCut, read_back, unique
 from tests.conftest import AMQP_HOST, AMQP_PORT, unavailable
 
@@ -90,7 +91,7 @@ async def test_no_loss_when_connections_are_cut(vhost: str, corpus: Path, tmp_pa
     await queue.bind(exchange_obj, "#")
     await connection.close()
 
-    endpoint = create_endpoint(f"{base}/{exchange}?events=*&spool={tmp_path}&retry_max=0.5&window=500")
+    endpoint = create_endpoint(EndpointURL.parse(f"{base}/{exchange}?events=*&spool={tmp_path}&retry_max=0.5&window=500"))
     endpoint.unconfirmed_ids = set()
     await endpoint.open()
     cuts: list[asyncio.Task[None]] = []

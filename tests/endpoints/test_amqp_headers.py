@@ -16,6 +16,7 @@ from pamqp.header import ContentHeader
 from streamer.endpoints import create_endpoint
 from streamer.endpoints.amqp.channel import content_header_frame, headers_table
 from streamer.events import Event, bp
+from streamer.util.urls import EndpointURL
 from tests.support.amqphelp import Capture, unique
 
 
@@ -38,7 +39,7 @@ async def test_every_message_names_its_workflow_and_root(amqp_url: str, golden: 
     exchange = unique("streamer-test-headers")
     async with Capture(amqp_url, exchange) as capture:
         await capture.start()
-        endpoint = create_endpoint(f"{amqp_url}/{exchange}?events=*&spool={tmp_path / 'spool'}")
+        endpoint = create_endpoint(EndpointURL.parse(f"{amqp_url}/{exchange}?events=*&spool={tmp_path / 'spool'}"))
         await endpoint.open()
         for start in range(0, len(events), 50):
             await endpoint.write(events[start:start + 50])

@@ -85,7 +85,7 @@ def test_without_a_dead_letter_file_a_refusal_fails_the_endpoint(tmp_path: Path)
 
 
 def test_dead_letter_option_wraps_the_endpoint(tmp_path: Path) -> None:
-    (endpoint, _), = build_endpoints([EndpointSpec(url=f"file://{tmp_path}/a.jsonl?dead_letter={tmp_path}/d.jsonl")])
+    (endpoint, _), = build_endpoints([EndpointSpec(url=EndpointURL.parse(f"file://{tmp_path}/a.jsonl?dead_letter={tmp_path}/d.jsonl"))])
     assert isinstance(endpoint, DeadLetters) and endpoint.path == tmp_path / "d.jsonl"
     assert endpoint.state_key == endpoint.inner.state_key
 

@@ -16,6 +16,7 @@ from streamer.events import Event, chimbuko, jsonenc
 from streamer.sources.amqp.tail import AMQPSource
 from streamer.sources.base import Batch
 from streamer.synth.provenance import generate
+from streamer.util.urls import EndpointURL
 from tests.support.amqphelp import Capture, unique
 
 COLLECTIONS = generate(ranks=2, steps=3, per_step=5, seed=3)
@@ -37,7 +38,7 @@ async def test_every_record_type_is_published_and_reads_back_unchanged(amqp_url:
     exchange = unique("streamer-test-chimbuko")
     async with Capture(amqp_url, exchange) as capture:
         await capture.start()
-        await run_bus(create_endpoint(f"{amqp_url}/{exchange}?spool={tmp_path}"), EVENTS)  # default filter
+        await run_bus(create_endpoint(EndpointURL.parse(f"{amqp_url}/{exchange}?spool={tmp_path}")), EVENTS)  # default filter
         messages = await capture.wait_for(len(EVENTS))
     assert len(messages) == len(EVENTS)
     assert [m.routing_key for m in messages] == [e.name for e in EVENTS]
@@ -58,7 +59,7 @@ async def test_filter_and_underscored_routing_keys(amqp_url: str, tmp_path: Path
     async with Capture(amqp_url, exchange) as capture:
         await capture.start()
         url = f"{amqp_url}/{exchange}?events=chimbuko.anomaly&routing_key=underscore&spool={tmp_path}"
-        await run_bus(create_endpoint(url), EVENTS)
+        await run_bus(create_endpoint(EndpointURL.parse(url)), EVENTS)
         messages = await capture.wait_for(len(anomalies))
     assert {m.routing_key for m in messages} == {"chimbuko_anomaly"}
     assert [jsonenc.parse_line(m.body) for m in messages] == anomalies
@@ -70,7 +71,7 @@ async def test_amqp_source_reads_records_back(amqp_url: str, tmp_path: Path) -> 
     connection = await aio_pika.connect(amqp_url)
     channel = await connection.channel()
     await channel.declare_exchange(exchange, "topic", durable=True)
-    source = AMQPSource(f"{amqp_url}/{exchange}", events="chimbuko.*")
+    source = AMQPSource(EndpointURL.parse(f"{amqp_url}/{exchange}"), events="chimbuko.*")
     got: list[Event] = []
 
     async def consume() -> None:
@@ -86,7 +87,7 @@ async def test_amqp_source_reads_records_back(amqp_url: str, tmp_path: Path) -> 
             if source._connection is not None:
                 break
         await asyncio.sleep(0.3)
-        endpoint = create_endpoint(f"{amqp_url}/{exchange}?spool={tmp_path}&mandatory=false")
+        endpoint = create_endpoint(EndpointURL.parse(f"{amqp_url}/{exchange}?spool={tmp_path}&mandatory=false"))
         await endpoint.open()
         await endpoint.write(EVENTS)
         await endpoint.close()

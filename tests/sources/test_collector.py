@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any, AsyncIterator
 
@@ -33,8 +32,8 @@ from streamer.sources.amqp.queue import QueueSource
 from streamer.synth import generate
 from streamer.util.urls import EndpointURL
 from tests.support import dbcompare
-from tests.support.amqphelp import Holding, unique
-from tests.support.pghelp import fresh_database, pg_snapshot
+from tests.support.amqphelp import Holding, read_held, unique
+from tests.support.pghelp import assert_same_rows, fresh_database, pg_snapshot
 from tests.support.commands import start_streamer
 from tests.support.commands import streamer as _streamer
 
@@ -123,17 +122,6 @@ async def queue_depth(amqp_url: str, queue: str) -> int:
 
 def events_read(err: str) -> int:
     return int(re.search(r"([\d,]+) events read", err)[1].replace(",", ""))
-
-
-async def assert_same_rows(collected: str, direct: str) -> None:
-    """Every table's rows equal. rc_meta is keyed by file name across workflows (the three share
-    `f.ID0000001`...): its value is that of whichever workflow's event came first, which depends on how the
-    publishers interleaved, not on collecting; it is compared by key."""
-    got, expected = await pg_snapshot(collected), await pg_snapshot(direct)
-    for snap in (got, expected):
-        snap["rc_meta"] = Counter({row[:2]: n for row, n in snap["rc_meta"].items()})
-    diff = dbcompare.compare(got, expected)
-    assert not diff, dbcompare.format_diff(diff)
 
 
 async def publish_three(amqp_url: str, exchange: str, queue: str, event_files: list[Path], tmp_path: Path) -> None:
@@ -292,7 +280,7 @@ async def test_a_checkpoint_waiting_for_parents_lets_the_parent_in(event_files: 
     direct, collected = databases
     run_ok("load", str(event_files[0]), "--dest", direct, "-q")
     children, parent = _instance_split(event_files[0])
-    endpoint = create_endpoint(f"{collected}?wait_parents=5")
+    endpoint = create_endpoint(EndpointURL.parse(f"{collected}?wait_parents=5"))
     await endpoint.open()
     try:
         await endpoint.write(children)
@@ -342,7 +330,7 @@ async def test_a_writer_that_came_and_went_between_two_batches(event_files: list
     run_ok("load", str(event_files[0]), "--dest", direct, "-q")
     events = [bp.parse_line(line) for line in event_files[0].read_text().splitlines()]
     first_job = next(i for i, e in enumerate(events) if e.name == "stampede.job.info")
-    b, a = (create_endpoint(f"{collected}?wait_parents=2") for _ in range(2))
+    b, a = (create_endpoint(EndpointURL.parse(f"{collected}?wait_parents=2")) for _ in range(2))
     await b.open()
     try:
         await b.write(events[:first_job])
@@ -385,8 +373,8 @@ async def test_messages_are_acked_only_once_every_endpoint_has_them(amqp_url: st
         for body in bodies:
             await channel.default_exchange.publish(aio_pika.Message(body), routing_key=queue)
         failing = Refusing(EndpointURL.parse("term:"))
-        result = await Run(QueueSource(f"{amqp_url}/{queue}?idle=2"),
-                           [unfiltered(failing), (create_endpoint(f"file://{tmp_path}/a.jsonl"), EndpointSpec(url="a"))],
+        result = await Run(QueueSource(EndpointURL.parse(f"{amqp_url}/{queue}?idle=2")),
+                           [unfiltered(failing), (create_endpoint(EndpointURL.parse(f"file://{tmp_path}/a.jsonl")), EndpointSpec(url=EndpointURL.parse("file:///a")))],
                            RunOptions(progress=False, signals=False)).run()
         assert result.exit_code == 1 and failing.calls == 1  # it had the messages, and refused them
         assert await queue_depth(amqp_url, queue) == 2
@@ -419,12 +407,12 @@ async def test_collector_reconnects_and_loses_nothing(amqp_url: str, tmp_path: P
     connection = await aio_pika.connect(amqp_url.replace("%2F", ""))
     channel = await connection.channel()
     await channel.declare_queue(queue, durable=True)
-    source = QueueSource(f"{amqp_url}/{queue}?idle=2&prefetch=3")
+    source = QueueSource(EndpointURL.parse(f"{amqp_url}/{queue}?idle=2&prefetch=3"))
     out = tmp_path / "out.jsonl"
     try:
         for event in events[:10]:
             await channel.default_exchange.publish(aio_pika.Message(jsonenc.dumps(event)), routing_key=queue)
-        run = asyncio.create_task(Run(source, build_endpoints([EndpointSpec(url=f"file://{out}")]),
+        run = asyncio.create_task(Run(source, build_endpoints([EndpointSpec(url=EndpointURL.parse(f"file://{out}"))]),
                                       RunOptions(progress=False, signals=False)).run())
         while source.received < 4:
             await asyncio.sleep(0.01)
@@ -453,23 +441,14 @@ async def test_the_prefetch_window_widens_while_events_are_held(amqp_url: str) -
     connection = await aio_pika.connect(amqp_url.replace("%2F", ""))
     channel = await connection.channel()
     await channel.declare_queue(queue, durable=True)
-    source = QueueSource(f"{amqp_url}/{queue}?prefetch=2")
+    source = QueueSource(EndpointURL.parse(f"{amqp_url}/{queue}?prefetch=2"))
     source.downstream = Holding()
-
-    async def unacknowledged() -> int:
-        received = 0
-        async for batch in source.batches():  # never committed: as while an endpoint holds them
-            received += len(batch.events)
-            if received >= 10:
-                break
-        return received
-
     try:
         for i in range(10):
             event = bp.parse_line(f"ts=2023-11-14T22:13:{i:02d}.000000Z event=stampede.xwf.start level=Info "
                                   f"xwf.id=1e2a3b4c-0000-4000-8000-0000000000{i:02d} restart_count=0")
             await channel.default_exchange.publish(aio_pika.Message(jsonenc.dumps(event)), routing_key=queue)
-        assert await asyncio.wait_for(unacknowledged(), 20) == 10
+        assert await asyncio.wait_for(read_held(source, 10), 20) == 10
     finally:
         await source.close()
         await channel.queue_delete(queue)

@@ -11,6 +11,7 @@ import pytest
 from streamer.events import bp, jsonenc
 from streamer.sources.amqp.queue import QueueSource
 from streamer.sources.base import SourceError
+from streamer.util.urls import EndpointURL
 from tests.support.amqphelp import unique
 
 
@@ -49,7 +50,7 @@ async def test_a_batch_is_n_events_when_they_wait(amqp_url: str, channel: Any) -
     that only the size ends a batch, however loaded the machine."""
     queue = unique("streamer-coll-batch")
     await channel.declare_queue(queue, durable=True)
-    source = QueueSource(f"{amqp_url}/{queue}?batch=1500&prefetch=4000&linger=60")
+    source = QueueSource(EndpointURL.parse(f"{amqp_url}/{queue}?batch=1500&prefetch=4000&linger=60"))
     try:
         await _publish(channel, queue, range(3000))
         assert await asyncio.wait_for(_sizes(source, 3000), 50) == [1500, 1500]
@@ -63,7 +64,7 @@ async def test_a_batch_waits_linger_for_more(amqp_url: str, channel: Any) -> Non
     """10 messages, then 10 more while the first are lingering: one batch of 20."""
     queue = unique("streamer-coll-linger")
     await channel.declare_queue(queue, durable=True)
-    source = QueueSource(f"{amqp_url}/{queue}?linger=3")
+    source = QueueSource(EndpointURL.parse(f"{amqp_url}/{queue}?linger=3"))
     try:
         await _publish(channel, queue, range(10))
         sizes = asyncio.create_task(_sizes(source, 20))
@@ -79,8 +80,8 @@ async def test_a_batch_waits_linger_for_more(amqp_url: str, channel: Any) -> Non
 
 def test_batch_and_linger_are_checked() -> None:
     with pytest.raises(SourceError, match="bad option value"):
-        QueueSource("amqp://guest:guest@127.0.0.1:5672/%2F/q?linger=soon")
-    source = QueueSource("amqp://guest:guest@127.0.0.1:5672/%2F/q?batch=500&prefetch=200")
+        QueueSource(EndpointURL.parse("amqp://guest:guest@127.0.0.1:5672/%2F/q?linger=soon"))
+    source = QueueSource(EndpointURL.parse("amqp://guest:guest@127.0.0.1:5672/%2F/q?batch=500&prefetch=200"))
     assert (source.batch_max, source.prefetch) == (200, 200)  # a batch never waits for more than the window
-    source = QueueSource("amqp://guest:guest@127.0.0.1:5672/%2F/q?batch=3000")
+    source = QueueSource(EndpointURL.parse("amqp://guest:guest@127.0.0.1:5672/%2F/q?batch=3000"))
     assert (source.batch_max, source.prefetch) == (3000, 6000)  # the window holds the next batch meanwhile

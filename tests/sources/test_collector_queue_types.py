@@ -15,7 +15,8 @@ import orjson
 import pytest
 
 from streamer.events import Event, bp, jsonenc
-from tests.support.amqphelp import Holding, unique
+from streamer.util.urls import EndpointURL
+from tests.support.amqphelp import Holding, read_held, unique
 
 
 def events(start: int, count: int) -> list[Event]:
@@ -157,18 +158,82 @@ async def test_the_window_of_a_quorum_queue_widens_while_events_are_held(channel
     made.append(queue)
     await ch.declare_queue(queue, durable=True, arguments={"x-queue-type": "quorum"})
     await publish(ch, queue, events(0, 10))
-    source = QueueSource(f"{amqp_url}/{queue}?prefetch=2")
+    source = QueueSource(EndpointURL.parse(f"{amqp_url}/{queue}?prefetch=2"))
     source.downstream = Holding()
-
-    async def unacknowledged() -> int:
-        received = 0
-        async for batch in source.batches():  # never committed: as while an endpoint holds them
-            received += len(batch.events)
-            if received >= 10:
-                break
-        return received
-
     try:
-        assert await asyncio.wait_for(unacknowledged(), 20) == 10
+        assert await asyncio.wait_for(read_held(source, 10), 20) == 10
     finally:
         await source.close()
+
+
+@pytest.mark.rabbitmq
+async def test_a_consumer_the_broker_cancels_is_consumed_again(channel: tuple[Any, list[str]],
+                                                              amqp_url: str) -> None:
+    """The broker cancels a consumer (Basic.Cancel) when its queue is deleted or, in a cluster, its leader is lost,
+    while the connection and the channel live on: the collector consumes again (here the queue is declared anew
+    by `declare`), and what is published afterwards is collected. It used to wait for ever, silent."""
+    from streamer.sources.amqp.queue import QueueSource
+
+    ch, made = channel
+    queue = unique("streamer-coll-cancel")
+    made.extend([queue, f"{queue}.dead"])
+    source = QueueSource(EndpointURL.parse(f"{amqp_url}/{queue}?declare=true&queue_type=quorum&linger=0"))
+    before, after = events(0, 5), events(5, 7)
+    got: list[str] = []
+
+    async def collect() -> None:
+        async for batch in source.batches():
+            got.extend(e.id for e in batch.events)
+            await source.commit(batch.position)
+            if len(got) == len(before):
+                deleted.set()
+            if len(got) >= len(before) + len(after):
+                return
+
+    async def declared(connection: Any) -> None:
+        """Wait until the source declared the queue (a failed passive declare closes its channel)."""
+        for _ in range(400):
+            try:
+                await (await connection.channel()).declare_queue(queue, passive=True)
+                return
+            except aio_pika.exceptions.ChannelClosed:
+                await asyncio.sleep(0.05)
+        raise AssertionError(f"{queue} was not declared")
+
+    deleted = asyncio.Event()
+    task = asyncio.ensure_future(collect())
+    connection = await aio_pika.connect(amqp_url.replace("%2F", ""))
+    try:
+        await declared(connection)
+        await publish(ch, queue, before)
+        await asyncio.wait_for(deleted.wait(), 20)
+        await (await connection.channel()).queue_delete(queue)
+        await declared(connection)  # again, by the source once it noticed the cancel
+        await publish(ch, queue, after)
+        await asyncio.wait_for(task, 20)
+    finally:
+        task.cancel()
+        await source.close()
+        await connection.close()
+    assert got == [e.id for e in before + after]
+    assert source.reconnects == 1
+
+
+@pytest.mark.rabbitmq
+async def test_the_type_of_a_quorum_queue_with_a_dead_letter_exchange_is_found(channel: tuple[Any, list[str]],
+                                                                               amqp_url: str) -> None:
+    """The broker reports a quorum queue's other arguments (dead-letter exchange, max length, single active
+    consumer) inequivalent before its type: the probe adds each and asks again, instead of guessing classic."""
+    from streamer.sources.amqp.queue import queue_type_of
+
+    ch, made = channel
+    queue = unique("streamer-coll-probe")
+    made.append(queue)
+    await ch.declare_queue(queue, durable=True, arguments={
+        "x-queue-type": "quorum", "x-delivery-limit": 20, "x-dead-letter-exchange": f"{queue}.dead",
+        "x-single-active-consumer": True, "x-max-length": 100_000})
+    connection = await aio_pika.connect(amqp_url.replace("%2F", ""))
+    try:
+        assert await queue_type_of(connection, queue) == "quorum"
+    finally:
+        await connection.close()

@@ -18,6 +18,7 @@ from streamer.run.pipeline import Run, RunOptions
 from streamer.run.wiring import build_endpoints
 from streamer.sources.eventfile import CheckpointStore, EventFileSource
 from streamer.sources.follow import FileFollower, FilePosition, FollowError
+from streamer.util.urls import EndpointURL
 
 POLL = 0.02
 
@@ -219,7 +220,7 @@ async def test_replay_resumes_from_the_checkpoint_without_loss_or_repeats(tmp_pa
     source_path, out, ck = tmp_path / "in.bp", tmp_path / "out.jsonl", tmp_path / "ck.json"
     lines = bp_lines(corpus)
     source_path.write_text("\n".join(lines[:1000]) + "\n")
-    specs = [EndpointSpec(url=f"file://{out}")]
+    specs = [EndpointSpec(url=EndpointURL.parse(f"file://{out}"))]
     first = await Run(EventFileSource([source_path], checkpoint=ck), build_endpoints(specs), RunOptions(progress=False)).run()
     assert first.exit_code == 0 and first.events == 1000
     saved = CheckpointStore(ck).load()[str(source_path.resolve())]
@@ -239,7 +240,7 @@ async def test_follow_source_stopped_then_resumed_delivers_each_event_once(tmp_p
     lines = bp_lines(corpus, 600)
     source_path.write_text("\n".join(lines[:200]) + "\n")
     source = EventFileSource([source_path], follow=True, checkpoint=ck, poll_interval=POLL)
-    run = asyncio.create_task(Run(source, build_endpoints([EndpointSpec(url=f"file://{out1}")]), RunOptions(progress=False)).run())
+    run = asyncio.create_task(Run(source, build_endpoints([EndpointSpec(url=EndpointURL.parse(f"file://{out1}"))]), RunOptions(progress=False)).run())
     await until(lambda: len(output_ids(out1, live=True)) == 200)
     append(source_path, "\n".join(lines[200:400]) + "\n")
     await until(lambda: len(output_ids(out1, live=True)) == 400)
@@ -249,7 +250,7 @@ async def test_follow_source_stopped_then_resumed_delivers_each_event_once(tmp_p
     assert CheckpointStore(ck).load()[str(source_path.resolve())].line == 400
     append(source_path, "\n".join(lines[400:]) + "\n")
     source = EventFileSource([source_path], follow=False, checkpoint=ck)
-    result = await Run(source, build_endpoints([EndpointSpec(url=f"file://{out2}")]), RunOptions(progress=False)).run()
+    result = await Run(source, build_endpoints([EndpointSpec(url=EndpointURL.parse(f"file://{out2}"))]), RunOptions(progress=False)).run()
     assert result.events == 200
     assert output_ids(out1) + output_ids(out2) == input_ids(source_path)
 
@@ -259,7 +260,7 @@ async def test_follow_several_files_keeps_each_in_order(tmp_path: Path, corpus: 
     a.write_text("\n".join(bp_lines(corpus, 300, rep=1)) + "\n")
     b.write_text("\n".join(bp_lines(corpus, 300, rep=2)) + "\n")
     source = EventFileSource([a, b], follow=True, poll_interval=POLL, checkpoint=tmp_path / "ck")
-    run = asyncio.create_task(Run(source, build_endpoints([EndpointSpec(url=f"file://{out}")]), RunOptions(progress=False)).run())
+    run = asyncio.create_task(Run(source, build_endpoints([EndpointSpec(url=EndpointURL.parse(f"file://{out}"))]), RunOptions(progress=False)).run())
     await until(lambda: len(output_ids(out, live=True)) == 600)
     source.stop()
     await asyncio.wait_for(run, 4)

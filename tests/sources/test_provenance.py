@@ -18,12 +18,14 @@ from streamer.config.settings import EndpointSpec
 from streamer.endpoints.db.schema import provenance as provenance_schema
 from streamer.endpoints.terminal import pretty_line
 from streamer.events import bp, chimbuko, jsonenc
+from streamer.events.chimbuko import models as chimbuko_models
 from streamer.events.registry import model_of
 from streamer.run.pipeline import Run, RunOptions
 from streamer.run.wiring import build_endpoints
 from streamer.sources.eventfile import EventFileSource
 from streamer.sources.provenance import ProvenanceSource, _Scanner, is_provenance_file, open_source
 from streamer.synth.provenance import dump_records, generate, write_collections
+from streamer.util.urls import EndpointURL
 
 COLLECTIONS = generate(ranks=3, steps=3, per_step=5, seed=11)
 ALL = [(c, r) for c, records in COLLECTIONS.items() for r in records]
@@ -75,13 +77,13 @@ def test_every_record_validates_and_names_its_event(collection: str) -> None:
 def test_event_model_is_the_records_pydantic_model() -> None:
     record = next(r for r in COLLECTIONS["anomalies"] if r["is_gpu_event"])
     model = model_of(event_of("anomalies", record))
-    assert isinstance(model, chimbuko.FunctionEvent)
+    assert isinstance(model, chimbuko_models.FunctionEvent)
     assert model.call_stack[0].is_anomaly is True and model.sonata_id == record["__id"]
     assert model.gpu_location.thread == record["tid"] and model.gpu_parent.call_stack[0].func == "cudaLaunchKernel"
-    assert isinstance(model.algo_params, chimbuko.HistogramParams)
+    assert isinstance(model.algo_params, chimbuko_models.HistogramParams)
     assert model.algo_params.histogram.bin_edges == record["algo_params"]["histogram"]["Histogram Bin Edges"]
     stats = model_of(event_of("func_stats", COLLECTIONS["func_stats"][2]))
-    assert isinstance(stats.runtime_profile.inclusive_runtime, chimbuko.RunStats)
+    assert isinstance(stats.runtime_profile.inclusive_runtime, chimbuko_models.RunStats)
 
 
 def test_stable_id_is_the_records_identity() -> None:
@@ -319,10 +321,10 @@ async def test_file_endpoints_round_trip_and_filters(tmp_path: Path) -> None:
     paths = write_collections(tmp_path / "in", COLLECTIONS, formats={"func_stats": "array", "ad_model": "pretty"})
     outs = {name: tmp_path / name for name in ("all.jsonl", "all.bp", "anomalies.out.jsonl", "chimbuko.bp",
                                                 "no-normal.jsonl")}
-    specs = [EndpointSpec(url=f"file://{outs['all.jsonl']}"), EndpointSpec(url=f"file://{outs['all.bp']}"),
-             EndpointSpec(url=f"file://{outs['anomalies.out.jsonl']}?events=chimbuko.anomaly"),
-             EndpointSpec(url=f"file://{outs['chimbuko.bp']}?events=chimbuko.*"),
-             EndpointSpec(url=f"file://{outs['no-normal.jsonl']}?events=!chimbuko.normalexec")]
+    specs = [EndpointSpec(url=EndpointURL.parse(f"file://{outs['all.jsonl']}")), EndpointSpec(url=EndpointURL.parse(f"file://{outs['all.bp']}")),
+             EndpointSpec(url=EndpointURL.parse(f"file://{outs['anomalies.out.jsonl']}?events=chimbuko.anomaly")),
+             EndpointSpec(url=EndpointURL.parse(f"file://{outs['chimbuko.bp']}?events=chimbuko.*")),
+             EndpointSpec(url=EndpointURL.parse(f"file://{outs['no-normal.jsonl']}?events=!chimbuko.normalexec"))]
     result = await Run(ProvenanceSource(list(paths.values())), build_endpoints(specs), RunOptions(progress=False)).run()
     assert result.exit_code == 0 and result.events == len(ALL)
     expected = [event_of(c, r) for c, r in ALL]

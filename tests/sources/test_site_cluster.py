@@ -18,29 +18,43 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 import aio_pika
-import asyncpg
 import pytest
 
-from streamer.endpoints.db.pgwriters import BATCH
 from tests.support.ownservers import RabbitCluster, own_postgres, own_rabbitmq_cluster
-from tests.support.pghelp import fresh_database, fresh_database_sync
-from tests.sources.test_collector import assert_same_rows, events_read, pg_count
+from tests.support.pghelp import LockWaits, assert_same_rows, fresh_database, fresh_database_sync
+from tests.sources.test_collector import events_read, pg_count
 
 pytestmark = [pytest.mark.slow, pytest.mark.rabbitmq, pytest.mark.postgres, pytest.mark.timeout(600)]
 
-WORKFLOWS = 8
-JOBS = 450
-"""8 hierarchical workflows of 450 jobs: ~100k events."""
+WORKFLOWS = 6
+JOBS = 300
+"""6 hierarchical workflows of 300 jobs: ~50k events (the module runs on one worker: it is the suite's long pole)."""
+
+
+STARTED: list[subprocess.Popen[str]] = []
+"""Every streamer this module started: a test that fails half-way leaves none running into the next tests."""
+
+
+@pytest.fixture(autouse=True)
+def no_streamer_left() -> Iterator[None]:
+    yield
+    while STARTED:
+        process = STARTED.pop()
+        if process.poll() is None:
+            process.kill()
+            process.communicate(timeout=60)
 
 
 def streamer(*args: str, env: dict[str, str] | None = None, log: Path | None = None) -> subprocess.Popen[str]:
     """`python -m streamer ARGS`, its stderr piped or, for a long run, written to `log`."""
-    return subprocess.Popen([sys.executable, "-m", "streamer", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE if log is None else log.open("w"), text=True,
-                            env={**os.environ, **(env or {})})
+    process = subprocess.Popen([sys.executable, "-m", "streamer", *args], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE if log is None else log.open("w"), text=True,
+                               env={**os.environ, **(env or {})})
+    STARTED.append(process)
+    return process
 
 
 def finish(process: subprocess.Popen[str], timeout: float = 300) -> str:
@@ -66,7 +80,7 @@ def event_files(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     base = tmp_path_factory.mktemp("site")
     with ThreadPoolExecutor(2) as pool:
         files = list(pool.map(lambda i: _generate(base, i), range(WORKFLOWS)))
-    assert sum(len(f.read_bytes().splitlines()) for f in files) >= 100_000
+    assert sum(len(f.read_bytes().splitlines()) for f in files) >= 40_000
     return files
 
 
@@ -132,15 +146,19 @@ async def wait_rows(dsn: str, at_least: int, timeout: float = 240) -> None:
 
 
 async def drained(cluster: RabbitCluster, names: list[str], pubs: list[subprocess.Popen[str]],
-                  timeout: float = 180) -> None:
-    """Every publisher done and every partition queue empty (all acknowledged)."""
+                  logs: list[Path], timeout: float = 180) -> None:
+    """Every publisher done and every partition queue empty (all acknowledged); else the queues' depths and the
+    tail of each collector's log (`logs`)."""
     deadline = time.monotonic() + timeout
     while True:
         if all(p.poll() is not None for p in pubs):
             depths = await asyncio.to_thread(queue_depths, cluster, names)
             if depths and all(v == 0 for v in depths.values()):
                 return
-        assert time.monotonic() < deadline, f"queues never drained: {queue_depths(cluster, names)}"
+        if time.monotonic() >= deadline:
+            tails = "".join(f"\n--- {log.name} (last 40 lines):\n" + "\n".join(log.read_text().splitlines()[-40:])
+                            for log in logs if log.exists())
+            raise AssertionError(f"queues never drained: {queue_depths(cluster, names)}{tails}")
         await asyncio.sleep(0.5)
 
 
@@ -150,45 +168,15 @@ def stop(collectors: list[subprocess.Popen[str]]) -> list[str]:
     return [finish(collector) for collector in collectors]
 
 
-class LockWaits:
-    """Samples pg_locks for per-workflow batch locks (`pgwriters.BATCH`, a two-key advisory lock) not granted in
-    this database: a writer waiting for another's workflow. Not the schema-creation lock every writer takes once
-    at start, nor other databases' locks."""
-
-    def __init__(self, dsn: str) -> None:
-        self.dsn, self.waits, self.samples = dsn, 0, 0
-        self._task: asyncio.Task[None] | None = None
-
-    async def _run(self) -> None:
-        conn = await asyncpg.connect(self.dsn)
-        try:
-            while True:
-                self.waits += int(await conn.fetchval(
-                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objsubid = 2 "
-                    "AND classid = $1::bigint::oid AND database = (SELECT oid FROM pg_database "
-                    "WHERE datname = current_database())", BATCH))
-                self.samples += 1
-                await asyncio.sleep(0.01)
-        finally:
-            await conn.close()
-
-    def __enter__(self) -> "LockWaits":
-        self._task = asyncio.get_running_loop().create_task(self._run())
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        assert self._task is not None
-        self._task.cancel()
-
-
 async def test_quorum_partitions_survive_the_leader_node_killed(site: tuple[RabbitCluster, str],
                                                                 event_files: list[Path], direct: str,
                                                                 tmp_path: Path) -> None:
     cluster, server = site
     queues = declare_partitions(cluster, "wfq", 2)
     async with fresh_database(server, "collected") as collected:
-        collectors = [streamer("load", f"{cluster.url()}/{name}", "--dest", collected, "-v",
-                               log=tmp_path / f"collector-{name}.log") for name in queues]
+        logs = [tmp_path / f"collector-{name}.log" for name in queues]
+        collectors = [streamer("load", f"{cluster.url()}/{name}", "--dest", collected, "-v", log=log)
+                      for name, log in zip(queues, logs)]
         pubs = publishers(cluster.url(), "wfq", event_files, tmp_path)
         leader = await asyncio.to_thread(cluster.leader, queues[0])
         await queued(leader.port, queues, 2_000)  # mid-way: publishing and loading
@@ -199,7 +187,7 @@ async def test_quorum_partitions_survive_the_leader_node_killed(site: tuple[Rabb
             await asyncio.to_thread(finish, publisher)
         published_in = time.monotonic() - started
         assert not [p for p in tmp_path.rglob("*.seg") if p.stat().st_size], "a publisher spooled"
-        await drained(cluster, queues, pubs)
+        await drained(cluster, queues, pubs, logs)
         stop(collectors)
         await assert_same_rows(collected, direct)
     assert published_in < 120

@@ -10,6 +10,7 @@ import pytest
 
 from streamer.events import Event, bp, jsonenc
 from streamer.sources.amqp.tail import AMQPSource
+from streamer.util.urls import EndpointURL
 from tests.support.amqphelp import Forwarder, unique
 
 
@@ -24,7 +25,7 @@ async def test_tail_moves_to_the_next_broker(amqp_url: str) -> None:
     ports = [await first.start(), await second.start()]
     first.up = second.up = True
     exchange = unique("streamer-test-tail-failover")
-    source = AMQPSource(f"amqp://guest:guest@127.0.0.1:{ports[0]},127.0.0.1:{ports[1]}/%2F/{exchange}")
+    source = AMQPSource(EndpointURL.parse(f"amqp://guest:guest@127.0.0.1:{ports[0]},127.0.0.1:{ports[1]}/%2F/{exchange}"))
     connection = await aio_pika.connect(amqp_url.replace("%2F", ""))
     channel = await connection.channel()
     ex = await channel.declare_exchange(exchange, "topic", durable=True)

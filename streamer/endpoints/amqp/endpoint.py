@@ -92,7 +92,7 @@ OPTIONS: dict[str, Any] = {
 }
 
 
-def parse_target(url: str, *, need_exchange: bool = True) -> AMQPTarget:
+def parse_target(url: EndpointURL, *, need_exchange: bool = True) -> AMQPTarget:
     """`amqpconn.parse_target`, its usage errors as this endpoint's."""
     try:
         return amqpconn.parse_target(url, need_exchange=need_exchange)
@@ -125,7 +125,7 @@ class AMQPEndpoint(Endpoint):
 
     def __init__(self, url: EndpointURL, options: dict[str, Any] | None = None) -> None:
         super().__init__(url, options)
-        self.target = parse_target(url.base)
+        self.target = parse_target(url)
         self.key_mode = str(self.option("routing_key", "event")).lower()
         if self.key_mode not in ("event", "underscore"):
             raise EndpointError(f"{self.name}: routing_key must be event or underscore, not {self.key_mode!r}")

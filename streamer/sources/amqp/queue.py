@@ -48,17 +48,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
+import re
 import time
 from typing import Any, AsyncIterator
 
 from pathlib import Path
 
+from streamer.amqp.frames import properties
+from streamer.amqp.errors import connection_lost
 from streamer.amqp.connection import BrokerUnavailable, closed_future, connect, node_of, parse_target
 from streamer.amqp.topology import DECLARE_OPTIONS, QUEUE_TYPES, TopologyError, declare_queue, queue_spec
 from streamer.core.options import parse_bool
+from streamer.core.retry import Backoff
 from streamer.util import checkpoint
-from streamer.util.urls import mask
+from streamer.util.urls import EndpointURL, mask
+from streamer.sources.amqp.consumer import Deliveries, Delivery
 from streamer.sources.amqp.tail import binding_keys, decode_message
 from streamer.sources.amqp.stream import StreamOffset, default_state_path, message_offset, parse_offset
 from streamer.sources.base import Batch, Source, SourceError
@@ -83,16 +87,14 @@ class QueueSource(Source):
 
     follow = True  # like `load --follow`: a signal ends it with exit 0
 
-    def __init__(self, url: str, options: dict[str, Any] | None = None, *,
+    def __init__(self, url: EndpointURL, options: dict[str, Any] | None = None, *,
                  destinations: list[str] | None = None, state_dir: Path | None = None) -> None:
-        base, _, query = url.partition("?")
-        from urllib.parse import parse_qsl
-
-        self.options: dict[str, Any] = {**dict(parse_qsl(query, keep_blank_values=True)), **(options or {})}
+        self.options: dict[str, Any] = {**url.options, **(options or {})}
         unknown = sorted(set(self.options) - set(OPTIONS))
         if unknown:
-            raise SourceError(f"{mask(base)}: unknown option(s) {', '.join(unknown)} (known: {', '.join(OPTIONS)})")
-        self.target = parse_target(base)
+            raise SourceError(f"{url.masked_base}: unknown option(s) {', '.join(unknown)} "
+                              f"(known: {', '.join(OPTIONS)})")
+        self.target = parse_target(url)
         self.queue_name = self.target.exchange  # the last path segment names the queue here
         try:
             batch = max(1, int(self.options.get("batch", BATCH)))
@@ -121,9 +123,7 @@ class QueueSource(Source):
         self._skip_below: int | None = None
         self.node = ""
         """`host:port` of the broker in use (or last used)."""
-        self._queue: Any = None
-        self._inbox: asyncio.Queue[Any] = asyncio.Queue()
-        self._tag: Any = None
+        self._deliveries: Deliveries | None = None
         self.stats_bad = 0
         self.received = 0
         self.acked = 0
@@ -141,29 +141,49 @@ class QueueSource(Source):
 
     async def _open(self) -> Any:
         """Connect (to the first broker that answers; after a loss, from the next one), declare/bind as asked,
-        start consuming; the queue's consumer inbox and the connection's closing."""
-        for _ in range(2):
+        start consuming; the consumer's deliveries and the future of their loss. At start, a queue that cannot
+        be consumed is an error; after a loss it is retried with backoff (a quorum queue electing a new leader,
+        a queue being declared again)."""
+        waits, switched = Backoff(first=0.2, cap=self.retry_max, jitter=0.2).waits(stop=self._stopped), 0
+        while True:
             if not await self._connect():
                 return None
             try:
-                inbox = await self._consume()
+                deliveries = await self._consume()
             except Exception as exc:  # not found, refused, precondition: say so, no traceback
                 refused = per_consumer_only(exc)
-                if refused is None or refused == self.queue_type:
-                    raise SourceError(f"{self.target.display}: {mask(str(exc) or type(exc).__name__)}") from None
-                # a quorum queue refuses a channel-wide prefetch (closing the connection), a stream wants a
-                # per-consumer one: the same again with that
-                log.info("%s: a %s queue: per-consumer prefetch", self.name, refused)
-                self.queue_type = refused
+                if refused is not None and refused != self.queue_type and switched < 2:
+                    # a quorum queue refuses a channel-wide prefetch (closing the connection), a stream wants a
+                    # per-consumer one: the same again with that
+                    log.info("%s: a %s queue: per-consumer prefetch", self.name, refused)
+                    self.queue_type, switched = refused, switched + 1
+                    await self._drop_connection()
+                    continue
+                reason = mask(str(exc) or type(exc).__name__)
+                if refused is None and connection_lost(exc):
+                    # the node went away between connecting and consuming (a cluster node killed as the
+                    # collector starts): a loss like any other, mended on the next node
+                    self.reconnects += 1
+                    await self._drop_connection()
+                    if not await waits.wait(log.warning, "%s: connection to the broker lost while starting to "
+                                            "consume (%s); reconnecting in %.1f s", self.name, reason):
+                        return None
+                    continue
+                if not self.reconnects:
+                    raise SourceError(f"{self.target.display}: {reason}") from None
                 await self._drop_connection()
+                if not await waits.wait(log.warning, "%s: cannot consume the queue (%s); retrying in %.1f s",
+                                        self.name, reason):
+                    return None
                 continue
-            return inbox, self._lost()
-        raise SourceError(f"{self.target.display}: cannot consume the queue")
+            return deliveries, self._lost(deliveries)
 
-    def _lost(self) -> asyncio.Future[None]:
-        """A future the connection's closing or the consuming channel's completes: a channel the broker closed
-        (an error on it) delivers nothing more while the connection lives on, so it is a loss too."""
+    def _lost(self, deliveries: Deliveries) -> asyncio.Future[None]:
+        """A future the connection's closing, the consuming channel's, or the broker cancelling the consumer
+        completes: a channel the broker closed (an error on it) or a cancelled consumer delivers nothing more
+        while the connection lives on, so it is a loss too."""
         closed = closed_future(self._connection)
+        deliveries.lost.add_done_callback(lambda _: None if closed.done() else closed.set_result(None))
 
         def channel_closed(_: Any, exc: BaseException | None = None, *rest: Any) -> None:
             if not closed.done():
@@ -175,7 +195,7 @@ class QueueSource(Source):
         return closed
 
     async def _connect(self) -> bool:
-        delay = 0.2
+        waits = Backoff(first=0.2, cap=self.retry_max, jitter=0.2).waits(stop=self._stopped)
         while True:
             try:
                 self._connection = await connect(self.target, self.options, name="streamer collector",
@@ -186,14 +206,11 @@ class QueueSource(Source):
             except BrokerUnavailable as exc:
                 if exc.permanent or self._generation == 0:
                     raise SourceError(str(exc)) from None  # bad credentials, vhost; or down at start
-                log.warning("%s; retrying in %.1f s", exc, delay)
-                await self._sleep(delay)
-                if self._stopped.is_set():
+                if not await waits.wait(log.warning, "%s; retrying in %.1f s", exc):
                     return False
-                delay = min(self.retry_max, delay * 2) * random.uniform(0.8, 1.0)
 
-    async def _consume(self) -> asyncio.Queue[Any]:
-        """A channel with its prefetch, the queue declared/bound as asked, a consumer filling the inbox."""
+    async def _consume(self) -> Deliveries:
+        """A channel with its prefetch, the queue declared/bound as asked, a consumer filling `Deliveries`."""
         if self.declare is None and not self._typed:
             self.queue_type = await queue_type_of(self._connection, self.queue_name) or self.queue_type
             self._typed = True
@@ -213,9 +230,11 @@ class QueueSource(Source):
                                            durable=True)
             for key in binding_keys(self.options.get("routing")):
                 await queue.bind(exchange, routing_key=key)
-        self._queue, self._inbox = queue, asyncio.Queue()
-        self._tag = await queue.consume(self._inbox.put, arguments=self._consume_arguments())
-        return self._inbox
+        deliveries = Deliveries(await channel.get_underlay_channel(), self.name,
+                                getattr(self._connection, "receiver", None))
+        await deliveries.consume(queue.name, self._consume_arguments())
+        self._deliveries = deliveries
+        return deliveries
 
     def _consume_arguments(self) -> dict[str, Any] | None:
         if self.queue_type != "stream":
@@ -236,12 +255,6 @@ class QueueSource(Source):
                  f"offset {start}" if isinstance(start, int) else start)
         return {"x-stream-offset": start}
 
-    async def _sleep(self, seconds: float) -> None:
-        try:
-            await asyncio.wait_for(self._stopped.wait(), seconds)
-        except asyncio.TimeoutError:
-            pass
-
     # ------------------------------------------------------------ reading
 
     async def batches(self) -> AsyncIterator[Batch]:
@@ -250,8 +263,8 @@ class QueueSource(Source):
         quiet_since = time.monotonic()
         try:
             while opened is not None and not self._stopped.is_set():
-                inbox, closed = opened
-                get = asyncio.ensure_future(inbox.get())
+                deliveries, closed = opened
+                get = asyncio.ensure_future(deliveries.ready.wait())
                 done, _ = await asyncio.wait({get, stop, closed}, timeout=WINDOW_CHECK,
                                              return_when=asyncio.FIRST_COMPLETED)
                 if get not in done:
@@ -272,35 +285,27 @@ class QueueSource(Source):
                         opened = await self._open()
                     continue
                 quiet_since = time.monotonic()
-                messages = await self._gather(get.result(), inbox, stop, closed)
+                messages = await self._gather(deliveries, stop, closed)
                 self.received += len(messages)
                 self._taken += len(messages)
                 events, kept, refused = self._decode(messages)
-                for message in refused:  # the queue's dead-letter exchange keeps it, where one is configured
-                    await self._reject(message)
-                yield Batch(events=events, position=(self._generation, kept[-1]) if kept else None,
+                for tag in refused:  # the queue's dead-letter exchange keeps it, where one is configured
+                    await self._reject(deliveries, tag)
+                yield Batch(events=events, position=(self._generation, *kept) if kept else None,
                             done=self.received)
         finally:
             stop.cancel()
 
-    async def _gather(self, first: Any, inbox: asyncio.Queue[Any], stop: Any, closed: Any) -> list[Any]:
-        """`first` and the messages after it: up to `batch_max`, or what came within `linger` seconds (a stop
-        or a lost connection ends the wait: what came is written, the rest is redelivered)."""
-        messages = [first]
-        deadline = time.monotonic() + self.linger
-        while True:
-            while not inbox.empty() and len(messages) < self.batch_max:
-                messages.append(inbox.get_nowait())
-            left = deadline - time.monotonic()
-            if len(messages) >= self.batch_max or left <= 0 or stop.done() or closed.done():
-                return messages
-            get = asyncio.ensure_future(inbox.get())
-            done, _ = await asyncio.wait({get, stop, closed}, timeout=left, return_when=asyncio.FIRST_COMPLETED)
-            if get in done:
-                messages.append(get.result())
-            else:
-                get.cancel()
-                return messages
+    async def _gather(self, deliveries: Deliveries, stop: Any, closed: Any) -> list[Delivery]:
+        """The deliveries waiting and those after them: up to `batch_max`, or what came within `linger` seconds
+        (a stop or a lost connection ends the wait: what came is written, the rest is redelivered). One wake-up
+        per batch: `Deliveries.ready` is set once `batch_max` wait."""
+        deliveries.expect(self.batch_max)
+        if not deliveries.ready.is_set() and self.linger > 0 and not (stop.done() or closed.done()):
+            full = asyncio.ensure_future(deliveries.ready.wait())
+            await asyncio.wait({full, stop, closed}, timeout=self.linger, return_when=asyncio.FIRST_COMPLETED)
+            full.cancel()
+        return deliveries.take(self.batch_max)
 
     async def _widen_window(self) -> bool:
         """Keep messages coming while the endpoints hold some back (`held_downstream`: a database waiting for
@@ -327,61 +332,68 @@ class QueueSource(Source):
             await self._channel.set_qos(prefetch_count=size, global_=True)
         elif self.queue_type == "quorum" and not (self.declare is not None and self.single_active):
             await self._channel.set_qos(prefetch_count=size, global_=False)
-            old, self._tag = self._tag, await self._queue.consume(self._inbox.put)
-            await self._queue.cancel(old)
+            deliveries = self._deliveries
+            assert deliveries is not None
+            old = deliveries.tag
+            await deliveries.consume(self.queue_name)
+            await deliveries.cancel(old)
         else:
             return False
         self._window = size
         return True
 
-    def _decode(self, messages: list[Any]) -> tuple[list[Any], list[Any], list[Any]]:
-        """(the events; the messages acknowledged once delivered; the messages to reject). A message that is no
-        event is rejected, so a queue's dead-letter exchange keeps it; a stream cannot dead-letter, and its offset
-        moves on: there it is acknowledged with the rest. A stream's messages before the offset asked for (it
-        starts at the chunk holding it) are neither."""
+    def _decode(self, messages: list[Delivery]) -> tuple[list[Any], tuple[int, int | None] | None, list[int]]:
+        """(the events; the last message acknowledged once delivered: its tag and stream offset, or None; the
+        tags of the messages to reject). A message that is no event is rejected, so a queue's dead-letter
+        exchange keeps it; a stream cannot dead-letter, and its offset moves on: there it is acknowledged with
+        the rest. A stream's messages before the offset asked for (it starts at the chunk holding it) are
+        neither."""
         events: list[Any] = []
-        kept: list[Any] = []
-        refused: list[Any] = []
+        append = events.append
+        last: Delivery | None = None
+        refused: list[int] = []
         skip = self._skip_below
         for message in messages:
+            tag, body, header = message
             if skip is not None:
-                offset = message_offset(message)
+                offset = message_offset(properties(header).headers)
                 if offset is not None and offset < skip:
                     continue
             try:
-                events.append(decode_message(message.body))
+                append(decode_message(body))
             except ValueError as exc:
                 self.stats_bad += 1
                 stream = self.queue_type == "stream"
-                log.warning("%s: message %s: not an event, %s: %s", self.name,
-                            message.message_id or message.delivery_tag,
+                log.warning("%s: message %s: not an event, %s: %s", self.name, properties(header).message_id or tag,
                             "skipped" if stream else
                             "rejected (dead-lettered where the queue has a dead-letter exchange)", exc)
-                (kept if stream else refused).append(message)
-            else:
-                kept.append(message)
-        return events, kept, refused
+                if not stream:
+                    refused.append(tag)
+                    continue
+            last = message
+        if last is None:
+            return events, None, refused
+        offset = message_offset(properties(last[2]).headers) if self.queue_type == "stream" else None
+        return events, (last[0], offset), refused
 
-    async def _reject(self, message: Any) -> None:
+    async def _reject(self, deliveries: Deliveries, tag: int) -> None:
         try:
-            await message.reject(requeue=False)
+            await deliveries.reject(tag)
         except Exception as exc:  # noqa: BLE001 - a channel closing under us: the broker redelivers it
-            log.debug("%s: message %s not rejected: %s", self.name, message.delivery_tag, exc)
+            log.debug("%s: message %s not rejected: %s", self.name, tag, exc)
 
     async def commit(self, position: Any, endpoints: dict[str, Any] | None = None) -> None:
         """Every endpoint has the events up to this message: acknowledge it and all before it (a stream's
         offset is kept then: the next run starts after it)."""
-        generation, message = position
-        if self.offsets is not None:
-            offset = message_offset(message)
-            if offset is not None:
-                self.offsets.save(offset)
-        if generation != self._generation:
+        generation, tag, offset = position
+        if self.offsets is not None and offset is not None:
+            self.offsets.save(offset)
+        if generation != self._generation or self._deliveries is None:
             return  # its channel is gone: the broker redelivers those messages
         try:
-            await message.ack(multiple=True)
-            self.acked = max(self.acked, message.delivery_tag)
-            self._gen_acked = max(self._gen_acked, message.delivery_tag)
+            await self._deliveries.ack(tag)
+            self.acked = max(self.acked, tag)
+            self._gen_acked = max(self._gen_acked, tag)
             self._last_ack = time.monotonic()  # idle counts from the last message or acknowledgement
         except Exception as exc:  # channel closed under us: they will be redelivered
             log.debug("%s: ack lost (%s); the broker redelivers", self.name, exc)
@@ -424,20 +436,42 @@ def per_consumer_only(exc: BaseException) -> str | None:
 
 async def queue_type_of(connection: Any, name: str) -> str | None:
     """The type of existing queue `name`, asked without harm: declaring it a classic queue is a no-op on a classic
-    one and, on another type, a channel error (406, on a channel of its own) naming the current type. None when
-    the broker does not say (no configure permission, other arguments differ): then a quorum queue's refusal of a
-    channel-wide prefetch tells (`per_consumer_only`)."""
-    channel = await connection.channel()
-    try:
-        await channel.declare_queue(name, passive=True)  # it must exist: never create it here
-        await channel.declare_queue(name, durable=True, arguments={"x-queue-type": "classic"})
-        return "classic"
-    except Exception as exc:  # the probe's channel is closed by the broker; the connection lives on
-        text = str(exc)
-        if "inequivalent arg 'x-queue-type'" not in text:
-            return None
-        found = text.partition("current is '")[2].partition("'")[0]
-        return found if found in QUEUE_TYPES else None
-    finally:
-        if not channel.is_closed:
-            await channel.close()
+    one and, on another type, a channel error (406, on a channel of its own) naming the current type. The broker
+    checks the queue's other arguments first (a quorum queue's dead-letter exchange, max length, single active
+    consumer): each one it names as missing is added to the next try with the value it reports. None when the
+    broker does not say (no configure permission, a durability that differs): then a quorum queue's refusal of
+    a channel-wide prefetch tells (`per_consumer_only`)."""
+    arguments: dict[str, Any] = {"x-queue-type": "classic"}
+    for _ in range(12):
+        channel = await connection.channel()
+        try:
+            await channel.declare_queue(name, passive=True)  # it must exist: never create it here
+            await channel.declare_queue(name, durable=True, arguments=arguments)
+            return "classic"
+        except Exception as exc:  # the probe's channel is closed by the broker; the connection lives on
+            text = str(exc)
+            if "inequivalent arg 'x-queue-type'" in text:
+                found = text.partition("current is '")[2].partition("'")[0]
+                return found if found in QUEUE_TYPES else None
+            missing = _MISSING_ARG.search(text)
+            if missing is None or missing[1] in arguments:
+                return None
+            arguments[missing[1]] = _typed_arg(missing[2], missing[3])
+        finally:
+            if not channel.is_closed:
+                await channel.close()
+    return None
+
+
+_MISSING_ARG = re.compile(r"inequivalent arg '([^']{1,255})' for queue .{0,600}?: received none but current is "
+                          r"the value '([^']{0,1000})' of type '(\w{1,20})'")
+
+
+def _typed_arg(value: str, kind: str) -> Any:
+    """An argument's value as the broker reported it (`... the value '20' of type 'signedint'`)."""
+    if kind == "bool":
+        return value == "true"
+    if kind in ("byte", "short", "signedint", "long", "unsignedbyte", "unsignedshort", "unsignedint") and \
+            value.lstrip("-").isdigit():
+        return int(value)
+    return value

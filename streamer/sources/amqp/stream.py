@@ -77,7 +77,7 @@ class StreamOffset:
         checkpoint.write(self.path, {"next": self.next})
 
 
-def message_offset(message: Any) -> int | None:
-    """The stream offset RabbitMQ set on a delivered message (`x-stream-offset` header)."""
-    value = (message.headers or {}).get("x-stream-offset")
+def message_offset(headers: dict[str, Any] | None) -> int | None:
+    """The stream offset RabbitMQ set on a delivered message (its `x-stream-offset` header), from its headers."""
+    value = (headers or {}).get("x-stream-offset")
     return int(value) if isinstance(value, int) else None

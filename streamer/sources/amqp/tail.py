@@ -29,7 +29,7 @@ from streamer.amqp.connection import BrokerUnavailable, closed_future, connect, 
 from streamer.core.options import is_true
 from streamer.events import FieldError, constraints, jsonenc
 from streamer.core.filters import EventFilter
-from streamer.util.urls import mask
+from streamer.util.urls import EndpointURL, mask
 from streamer.sources.base import Batch, Source, SourceError
 
 log = logging.getLogger("streamer.amqp")
@@ -76,15 +76,10 @@ def decode_message(body: bytes) -> Any:
 class AMQPSource(Source):
     """Events from an AMQP exchange (or a named queue), decoded from monitord JSON."""
 
-    def __init__(self, url: str, *, events: str | None = None, queue: str | None = None,
+    def __init__(self, url: EndpointURL, *, events: str | None = None, queue: str | None = None,
                  options: dict | None = None) -> None:
-        base, _, query = url.partition("?")
-        self.options: dict[str, Any] = dict(options or {})
-        if query:
-            from urllib.parse import parse_qsl
-
-            self.options = {**dict(parse_qsl(query, keep_blank_values=True)), **self.options}
-        self.target = parse_target(base)
+        self.options: dict[str, Any] = {**url.options, **(options or {})}
+        self.target = parse_target(url)
         self.events = events or self.options.get("events")
         self.filter = EventFilter(self.events) if self.events else None
         self.queue_name = queue or self.options.get("queue")
