@@ -33,6 +33,7 @@ import aio_pika  # noqa: E402
 
 from streamer.endpoints import create_endpoint  # noqa: E402
 from streamer.events import Event, bp, jsonenc  # noqa: E402
+from streamer.util.urls import EndpointURL
 
 
 def build_events(shared: Path, target: int) -> list[Event]:
@@ -85,7 +86,7 @@ async def main() -> None:
     print(f"{len(events):,} events, batches of {args.batch:,}")
 
     with tempfile.TemporaryDirectory(prefix="bench-amqp-") as tmp:
-        file_seconds = await timed_writes(create_endpoint(f"file://{tmp}/events.jsonl?events=*&fsync=true"),
+        file_seconds = await timed_writes(create_endpoint(EndpointURL.parse(f"file://{tmp}/events.jsonl?events=*&fsync=true")),
                                           events, args.batch, "file")
         exchange = f"bench-{secrets.token_hex(4)}"
         connection = await aio_pika.connect(args.url)
@@ -96,8 +97,8 @@ async def main() -> None:
             await queue.bind(exchange_obj, "#")
         try:
             mandatory = "false" if args.queue == "none" else "true"
-            endpoint = create_endpoint(f"{args.url}/{exchange}?events=*&window={args.window}&spool={tmp}/spool"
-                                       f"&mandatory={mandatory}")
+            endpoint = create_endpoint(EndpointURL.parse(f"{args.url}/{exchange}?events=*&window={args.window}&spool={tmp}/spool"
+                                       f"&mandatory={mandatory}"))
             amqp_seconds = await timed_writes(endpoint, events, args.batch, "amqp")
             queued = (await channel.declare_queue(exchange, passive=True)).declaration_result.message_count
         finally:

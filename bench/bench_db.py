@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # streamer and tests (a package)
 
 from streamer.endpoints import create_endpoint  # noqa: E402
+from streamer.util.urls import EndpointURL
 from tests.support.dbstream import NAMES, batches, golden_events, synthetic  # noqa: E402
 from tests.support.pghelp import fresh_database  # noqa: E402
 
@@ -37,7 +38,7 @@ def build_stream(golden: Path, at_least: int) -> list:
 
 
 async def run(url: str, events: list, size: int) -> dict:
-    endpoint = create_endpoint(url)
+    endpoint = create_endpoint(EndpointURL.parse(url))
     await endpoint.open()
     chunks = batches(events, size)
     start = time.perf_counter()
@@ -102,13 +103,13 @@ def main() -> None:
                 report(f"sqlite/{sync}", result, 10_000)
     if "postgres" not in args.skip:
         report("postgresql", asyncio.run(bench_postgres(args.pg, events, args.batch)), 50_000)
-        own = int(create_endpoint(args.pg).option("batch"))
+        own = int(create_endpoint(EndpointURL.parse(args.pg)).option("batch"))
         if own != args.batch:
             print(f"postgresql with the endpoint's own batch size ({own:,} events, its `batch` option):")
             report("postgresql", asyncio.run(bench_postgres(args.pg, events, own)), 50_000)
     if "mysql" not in args.skip:
         report("mysql", asyncio.run(bench_mysql(args.mysql, events, args.batch)), 10_000)
-        own = int(create_endpoint(args.mysql + "/x").option("batch"))
+        own = int(create_endpoint(EndpointURL.parse(args.mysql + "/x")).option("batch"))
         if own != args.batch:
             print(f"mysql with the endpoint's own batch size ({own:,} events, its `batch` option):")
             report("mysql", asyncio.run(bench_mysql(args.mysql, events, own)), 10_000)

@@ -52,7 +52,7 @@ def expected_counts(src: Path, chunks: list[str]) -> tuple[list[int], list[int]]
     (MONITORD_* left out) it has written — the monitor run offline over a scratch copy, piece by piece.
     A live follower reaches count k only once it has read piece k: that moment minus the piece's append
     is the latency of the piece's lines (pieces that add nothing are not samples)."""
-    from streamer.monitor.runner import MonitorCore
+    from streamer.monitor.runner.core import MonitorCore
 
     scratch = Path(tempfile.mkdtemp(prefix="expect-", dir=src.parent))
     work = scratch / src.name

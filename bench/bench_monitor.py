@@ -2,6 +2,7 @@
 
     python bench/bench_monitor.py [--jobs 1000,5000,20000] [--runs 3] [--monitord PYTHON]
                                   [--scenario success] [--db] [--skip-streamer] [--skip-monitord] [--keep]
+                                  [--interpreted]
     python bench/bench_monitor.py --reference OLD_TREE [--runs 5] [--jobs 5000,20000]
 
 For each size the synthetic generator (streamer.synth) writes a submit directory of N
@@ -21,6 +22,10 @@ default sqlite:///<dag>.stampede.db), streamer with --dest sqlite:///<dir>/strea
 and the rows of the tables that grow with the workflow are compared. TZ=UTC for both, so DAGMan's
 zone-less timestamps read the same way.
 
+With --interpreted a third tool joins the rounds: streamer with STREAMER_NO_MYPYC=1, its
+mypyc-compiled modules unused (the C codec kept), so what the mypyc build buys is read from the
+same session; its output's event counts must equal the compiled run's.
+
 With --reference OLD_TREE (another checkout of streamer, e.g. `git worktree add ../old c582f4e`
 with its own .venv) the benchmark compares this tree's `streamer replay` with that tree's
 instead of monitord, the same way.
@@ -31,6 +36,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -89,7 +95,8 @@ def bench_size(n: int, args: argparse.Namespace, work: Path) -> dict[str, list[R
             else:
                 cmd = (monitord_cmd(args.monitord, d, f"file://{out}") if tool == "monitord"
                        else streamer_cmd(d, f"file://{out}"))
-            result = run_measured(cmd, d, d.with_suffix(".log"), env)
+            result = run_measured(cmd, d, d.with_suffix(".log"),
+                                  dict(env, STREAMER_NO_MYPYC="1") if tool == "interpreted" else env)
             if args.db:
                 db = next(d.glob("*.stampede.db")) if tool == "monitord" else d / "streamer.stampede.db"
                 counted = sqlite_rows(db)
@@ -101,8 +108,16 @@ def bench_size(n: int, args: argparse.Namespace, work: Path) -> dict[str, list[R
         return run
 
     tools = {tool: runner(tool) for tool in ("monitord", "streamer") if not getattr(args, f"skip_{tool}")}
+    if args.interpreted:
+        tools["interpreted"] = runner("interpreted")
+        for name, extra in (("streamer", {}), ("interpreted", {"STREAMER_NO_MYPYC": "1"})):
+            version = subprocess.run([sys.executable, "-m", "streamer", "--version"], capture_output=True, text=True,
+                                     env=dict(env, **extra), check=True).stdout.strip()
+            print(f"  {name}: {version}")
     runs = interleave(tools, args.runs)
-    if len(runs) == 2:
+    if "interpreted" in runs and "streamer" in runs:
+        print(summary(runs["streamer"], runs["interpreted"], "streamer", "interpreted"))
+    if "monitord" in runs and "streamer" in runs:
         print(summary(runs["streamer"], runs["monitord"], "streamer", "monitord"))
         total = sum(counts["streamer"].values())
         print(f"  streamer {total / median(runs['streamer'], 'cpu'):,.0f} {'rows' if args.db else 'events'} "
@@ -159,6 +174,9 @@ def main() -> int:
     ap.add_argument("--db", action="store_true", help="load a Stampede SQLite DB instead of writing BP")
     ap.add_argument("--skip-streamer", action="store_true")
     ap.add_argument("--skip-monitord", action="store_true")
+    ap.add_argument("--interpreted", action="store_true",
+                    help="also run streamer with STREAMER_NO_MYPYC=1 (its mypyc-compiled modules unused, the C codec "
+                         "kept), interleaved with the others: what the mypyc build buys")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     ap.add_argument("--reference", metavar="TREE", help="compare with this other checkout of streamer (not monitord)")
     ap.add_argument("--runs", type=int, default=3, help="interleaved runs of each tool (default 3: medians of 3)")

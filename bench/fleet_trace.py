@@ -43,7 +43,8 @@ def install() -> None:
     from streamer.core.bus import Bus
     from streamer.endpoints.files import FileEndpoint
     from streamer.endpoints.db.sqlite import SQLiteEndpoint
-    from streamer.monitor import runner
+    from streamer.monitor.runner.core import MonitorCore
+    from streamer.monitor.runner.thread import ThreadRunner
     from streamer.monitor.source import WorkflowSource
     from streamer.serve import follower, supervisor
     from streamer.serve.follower import ServeSource
@@ -75,7 +76,7 @@ def install() -> None:
 
     ServeSource.idle = idle  # type: ignore[method-assign]
 
-    original_step = runner.MonitorCore.step
+    original_step = MonitorCore.step
 
     def core_step(self: Any, final: bool) -> Any:
         started = now()
@@ -83,9 +84,9 @@ def install() -> None:
         self._trace = (started, now(), threading.get_ident())
         return step
 
-    runner.MonitorCore.step = core_step  # type: ignore[method-assign]
+    MonitorCore.step = core_step  # type: ignore[method-assign]
 
-    original_runner_step = runner.ThreadRunner.step
+    original_runner_step = ThreadRunner.step
 
     async def runner_step(self: Any, final: bool) -> Any:
         asked = now()
@@ -94,7 +95,7 @@ def install() -> None:
         record("step", asked, began, ended, now(), len(step.events))
         return step
 
-    runner.ThreadRunner.step = runner_step  # type: ignore[method-assign]
+    ThreadRunner.step = runner_step  # type: ignore[method-assign]
 
     original_publish = Bus.publish
 
@@ -189,6 +190,9 @@ def install() -> None:
 
 
 def main() -> int:
+    if len(sys.argv) < 3 or sys.argv[1] in ("-h", "--help"):  # usage, never an output file named "--help"
+        print("usage: python bench/fleet_trace.py OUT.json STREAMER-ARGS...\n\n" + (__doc__ or ""))
+        return 0 if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help") else 2
     out = sys.argv[1]
 
     def dump() -> None:

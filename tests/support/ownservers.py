@@ -48,8 +48,12 @@ def _run(*cmd: str, timeout: float = 120, check: bool = True) -> subprocess.Comp
 # ---------------------------------------------------------------- PostgreSQL
 
 class PgCluster:
-    def __init__(self, version: str, name: str, port: int) -> None:
-        self.version, self.name, self.port = version, name, port
+    def __init__(self, version: str, name: str, port: int, data: Path) -> None:
+        self.version, self.name, self.port, self.data = version, name, port, data
+
+    def pid(self) -> int:
+        """The postmaster's process id (its backends are its children)."""
+        return int((self.data / "postmaster.pid").read_text().split()[0])
 
     @property
     def dsn(self) -> str:
@@ -83,7 +87,7 @@ def own_postgres() -> Iterator[PgCluster]:
         shutil.chown(data, "postgres", "postgres")
     _run("pg_createcluster", version, name, "-p", str(port), "-d", str(data / "main"), "--start",
          "--", "--auth=trust")
-    cluster = PgCluster(version, name, port)
+    cluster = PgCluster(version, name, port, data / "main")
     try:
         cluster.wait_ready()
         yield cluster
@@ -127,10 +131,13 @@ class RabbitNode:
         _run("rabbitmqctl", "-q", "-n", self.node, "stop", timeout=120)
         self._wait_down()
 
+    def pid(self) -> int:
+        """The process id of the node's Erlang VM (`beam.smp`)."""
+        return int((self.base / "mnesia" / f"{self.node}.pid").read_text().strip())
+
     def kill(self) -> None:
         """SIGKILL the node's Erlang VM (no shutdown at all)."""
-        pid = int((self.base / "mnesia" / f"{self.node}.pid").read_text().strip())
-        os.kill(pid, signal.SIGKILL)
+        os.kill(self.pid(), signal.SIGKILL)
         self._wait_down()
 
     def _wait_down(self, timeout: float = 60) -> None:

@@ -1,5 +1,5 @@
 """PostgreSQL helpers of the tests and the benchmarks: admin statements, fresh databases dropped afterwards,
-a database's rows as a `dbcompare` snapshot.
+a database's rows as a `dbcompare` snapshot, two loads' rows compared, waits on the per-workflow batch lock.
 
 `dsn` is a URL of the server's maintenance database (`postgresql://postgres@127.0.0.1:5432/postgres`); a fresh
 database is created beside it under a random name (helpers run at the same time share the server) and dropped
@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections import Counter
 from contextlib import asynccontextmanager, contextmanager
-from typing import AsyncIterator, Iterator
+from typing import Any, AsyncIterator, Iterator
 
 from tests.support import dbcompare
 
@@ -68,3 +69,57 @@ async def pg_snapshot(dsn: str) -> dbcompare.Snapshot:
         return await dbcompare.postgres_snapshot(conn)
     finally:
         await conn.close()
+
+
+async def rows_diff(collected: str, direct: str) -> str:
+    """How the rows of database `collected` differ from those of `direct` ("" when every table's are equal).
+    rc_meta is keyed by file name across workflows (generated workflows share `f.ID0000001`...): its value is that
+    of whichever workflow's event came first, which depends on how publishers interleaved, not on loading; it is
+    compared by key."""
+    got, expected = await pg_snapshot(collected), await pg_snapshot(direct)
+    for snap in (got, expected):
+        snap["rc_meta"] = Counter({row[:2]: n for row, n in snap["rc_meta"].items()})
+    diff = dbcompare.compare(got, expected)
+    return dbcompare.format_diff(diff) if diff else ""
+
+
+async def assert_same_rows(collected: str, direct: str) -> None:
+    """Every table's rows of `collected` equal those of `direct` (`rows_diff`)."""
+    diff = await rows_diff(collected, direct)
+    assert not diff, diff
+
+
+class LockWaits:
+    """Samples pg_locks for per-workflow batch locks (`pgwriters.BATCH`, a two-key advisory lock) not granted in
+    database `dsn`, every `interval` seconds while the `with` block runs (in a running event loop): a writer
+    waiting for another's workflow. Not the schema-creation lock every writer takes once at start, nor other
+    databases' locks. `waits` sums the ungranted locks seen over `samples` samples."""
+
+    def __init__(self, dsn: str, interval: float = 0.01) -> None:
+        self.dsn, self.interval, self.waits, self.samples = dsn, interval, 0, 0
+        self._task: asyncio.Task[None] | None = None
+
+    async def _run(self) -> None:
+        import asyncpg
+
+        from streamer.endpoints.db.pgwriters import BATCH
+
+        conn = await asyncpg.connect(self.dsn)
+        try:
+            while True:
+                self.waits += int(await conn.fetchval(
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objsubid = 2 "
+                    "AND classid = $1::bigint::oid AND database = (SELECT oid FROM pg_database "
+                    "WHERE datname = current_database())", BATCH))
+                self.samples += 1
+                await asyncio.sleep(self.interval)
+        finally:
+            await conn.close()
+
+    def __enter__(self) -> "LockWaits":
+        self._task = asyncio.get_running_loop().create_task(self._run())
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        assert self._task is not None
+        self._task.cancel()
