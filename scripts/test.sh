@@ -8,6 +8,11 @@ cd "$(dirname "$0")/.."
 
 . scripts/venv.sh
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
+# The hot modules compiled by mypyc (mypy is a test dependency; pip's isolated build has none), in place, into
+# streamer/_compiled: cached in ~/.cache/streamer/mypyc by the sources' hash, so only a change recompiles. Optional as
+# at install: if it fails the main pass runs interpreted, and tests/util/test_compiled.py fails in CI.
+.venv/bin/python setup.py -q build_ext --inplace 2>&1 | grep -v -e '^gcc ' -e 'BetaConfiguration' -e 'warnings.warn' >&2 || true
+echo "test.sh: $(.venv/bin/python -m streamer --version)"
 
 # tmux drives the terminal tests of `streamer status --watch` (tests/status/test_status_watch.py)
 if ! command -v tmux >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
@@ -71,7 +76,7 @@ parallel=(-n "$workers" --dist worksteal)
 [ "$workers" = 0 ] && parallel=(-p no:xdist)
 if [ $# -gt 0 ]; then exec .venv/bin/python -m pytest -q "${parallel[@]}" "$@"; fi
 .venv/bin/python -m pytest -q "${parallel[@]}"
-# The whole suite ran with the compiled codec; every module that goes through it (parse, encode, ids,
+# The whole suite ran with the compiled codec and the mypyc modules; every module that goes through them (parse, encode, ids,
 # monitor, golden, fuzz, load: tests/pure_python_modules.txt, kept complete by tests/events/test_pure_python.py)
 # runs again without it, as on a machine with no C compiler (docs/internals/performance.md, "Compiled codec").
 echo "test.sh: again in pure-Python mode (STREAMER_PURE_PYTHON=1): $(grep -vc '^#' tests/pure_python_modules.txt) modules"

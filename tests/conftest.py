@@ -16,6 +16,11 @@ from pathlib import Path
 import pytest
 from hypothesis import settings as hypothesis_settings
 
+from streamer.util import compiled
+
+compiled.activate()  # as the entry point does: the mypyc build when there (tests/util/test_compiled.py), first
+pytest_plugins = ["tests.support.schedule"]  # the long poles first on each xdist worker (and the durations table)
+
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("STREAMER_SHARED", ROOT.parent / "shared"))
 CORPUS = SHARED / "corpus"
