@@ -7,9 +7,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from streamer.config.settings import EndpointSpec, Settings, from_properties, load_toml, normalise_url
+from streamer.config.settings import ConfigError, EndpointSpec, Settings, from_properties, load_toml
 from streamer.core.filters import EventFilter
-from streamer.util.urls import EndpointURL
+from streamer.util.urls import EndpointURL, URLError, mask
 
 
 class MetricsError(ValueError):
@@ -42,6 +42,16 @@ def warn_unmatched(patterns: str | None) -> None:
         report(f"warning: filter {item!r} matches no known event name{hint}")
 
 
+def dest_url(text: str) -> EndpointURL:
+    """A `--dest` (or another command-line URL) as the typed value everything below takes."""
+    try:
+        return EndpointURL.given(text)
+    except URLError as exc:
+        raise ConfigError(str(exc)) from None
+    except ValueError as exc:  # urlsplit's own (`Invalid IPv6 URL`)
+        raise ConfigError(f"{mask(text)}: {exc}") from None
+
+
 def collect_endpoints(args: argparse.Namespace, defaults: list[str] | None = None) -> Settings:
     """Endpoints from --config, --conf and --dest (in that order); `defaults` if none."""
     settings = Settings()
@@ -54,19 +64,19 @@ def collect_endpoints(args: argparse.Namespace, defaults: list[str] | None = Non
         settings.endpoints.extend(props.endpoints)
         settings.encoding = props.encoding
     for url in getattr(args, "dest", []) or []:
-        settings.endpoints.append(EndpointSpec(url=normalise_url(url)))
+        settings.endpoints.append(EndpointSpec(url=dest_url(url)))
     if not settings.endpoints and defaults:
-        settings.endpoints = [EndpointSpec(url=u) for u in defaults]
+        settings.endpoints = [EndpointSpec(url=EndpointURL.parse(u)) for u in defaults]
     default_filter = getattr(args, "events", None)
     for spec in settings.endpoints:
-        if "events=" in spec.url.partition("?")[2]:
+        if "events" in spec.url.options:
             continue
         spec.events = spec.events or default_filter
     if getattr(args, "on_error", None):
         settings.on_error = args.on_error
     if getattr(args, "verbose", 0):  # -v: the terminal shows every field
         for spec in settings.endpoints:
-            if spec.url.startswith(("-", "term:")):
+            if spec.url.scheme == "term":
                 spec.options.setdefault("fields", "all")
     if getattr(args, "upgrade_schema", False):
         for spec in settings.endpoints:
@@ -74,7 +84,7 @@ def collect_endpoints(args: argparse.Namespace, defaults: list[str] | None = Non
     for spec in settings.endpoints:
         if spec.events:
             EventFilter(spec.events)  # raise FilterError early, naming the pattern
-        warn_unmatched(spec.events or EndpointURL.parse(spec.url).options.get("events"))
-        if settings.encoding and spec.url.startswith("file:") and "encoding=" not in spec.url:
+        warn_unmatched(spec.events or spec.url.options.get("events"))
+        if settings.encoding and spec.url.scheme == "file" and "encoding" not in spec.url.options:
             spec.options.setdefault("encoding", settings.encoding.lower())
     return settings

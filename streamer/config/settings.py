@@ -40,16 +40,17 @@ class ConfigError(ValueError):
 
 @dataclass
 class EndpointSpec:
-    """One endpoint to open: URL, filter, buffer/batch sizes, other options."""
+    """One endpoint to open: URL (parsed where the user's text entered: `EndpointURL.given`), filter,
+    buffer/batch sizes, other options."""
 
-    url: str
+    url: EndpointURL
     events: str | None = None
     buffer: int | None = None
     batch: int | None = None
     options: dict[str, Any] = field(default_factory=dict)
 
     def __str__(self) -> str:
-        return mask(self.url)
+        return self.url.masked
 
 
 @dataclass
@@ -60,16 +61,6 @@ class Settings:
     encoding: str | None = None
     timezone: str | None = None
     """The zone of DAGMan's zone-less times (replay, follow; `monitor/zones.py`), None: the workflow's rule."""
-
-
-def normalise_url(text: str) -> str:
-    """A bare path (`/tmp/x.bp`, `out.jsonl`) is a file; `-` the terminal; else a URL."""
-    text = text.strip()
-    if text == "-" or text.startswith(("-?", "term:")) or "://" in text:
-        return text
-    if text.startswith("file:"):
-        return "file://" + str(Path(text[len("file:"):]).expanduser().resolve())
-    return "file://" + str(Path(text).expanduser().resolve())
 
 
 def load_toml(path: str | Path) -> Settings:
@@ -94,9 +85,10 @@ def load_toml(path: str | Path) -> Settings:
         if not isinstance(table, dict) or "url" not in table:
             raise ConfigError(f"{path}: endpoint #{index} has no url")
         options = {k: v for k, v in table.items() if k not in ("url", "events", "buffer", "batch")}
-        _check_keys(path, index, str(table["url"]), options)
+        url = _url(path, index, table["url"])
+        _check_keys(path, index, url, options)
         settings.endpoints.append(EndpointSpec(
-            url=normalise_url(str(table["url"])),
+            url=url,
             events=_events_text(table.get("events")),
             buffer=_positive(path, index, "buffer", table.get("buffer")),
             batch=_positive(path, index, "batch", table.get("batch")),
@@ -112,13 +104,20 @@ def _zone_text(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-def _check_keys(path: str | Path, index: int, url: str, options: dict[str, Any]) -> None:
+def _url(path: str | Path, index: int, text: Any) -> EndpointURL:
+    try:
+        return EndpointURL.given(str(text))
+    except ValueError as exc:
+        raise ConfigError(f"{path}: endpoint #{index}: {mask(str(exc))}") from None
+
+
+def _check_keys(path: str | Path, index: int, url: EndpointURL, options: dict[str, Any]) -> None:
     """An option name the endpoint does not declare (`evnts = ...`) is an error naming the file and table."""
     from streamer.endpoints import EndpointError, endpoint_class
     from streamer.endpoints.options import OptionError, check_keys
 
     try:
-        cls = endpoint_class(EndpointURL.parse(normalise_url(url)).scheme)
+        cls = endpoint_class(url.scheme)
     except EndpointError:
         return  # an unknown scheme is reported when the endpoint is built
     try:
@@ -179,21 +178,27 @@ def from_properties(path: str | Path) -> Settings:
     settings = Settings(encoding=props.get("pegasus.monitord.encoding"))
     default = props.get("pegasus.catalog.workflow.url") or props.get("pegasus.monitord.output")
     if default:
-        settings.endpoints.append(EndpointSpec(url=normalise_url(default),
+        settings.endpoints.append(EndpointSpec(url=_property_url(path, default),
                                                events=props.get("pegasus.catalog.workflow.events")))
     for key, value in sorted(props.items()):
         match = _WORKFLOW_URL.match(key)
         if match and value:
             name = match.group(1)
             settings.endpoints.append(EndpointSpec(
-                url=normalise_url(value), events=props.get(f"pegasus.catalog.workflow.{name}.events")))
+                url=_property_url(path, value), events=props.get(f"pegasus.catalog.workflow.{name}.events")))
     if settings.encoding and settings.encoding.lower() not in ("bp", "json"):
         raise ConfigError(f"{path}: pegasus.monitord.encoding must be bp or json, not {settings.encoding!r}")
     return settings
 
 
+def _property_url(path: str | Path, text: str) -> EndpointURL:
+    try:
+        return EndpointURL.given(text)
+    except ValueError as exc:
+        raise ConfigError(f"{path}: {mask(str(exc))}") from None
+
+
 def describe(spec: EndpointSpec) -> str:
     """`file:///tmp/a.jsonl [stampede.xwf.*]` with the password masked."""
-    url = EndpointURL.parse(spec.url) if spec.url != "-" else None
-    shown = url.masked if url else "terminal"
+    shown = "terminal" if spec.url.raw == "-" else spec.url.masked
     return f"{shown} [{spec.events}]" if spec.events else shown

@@ -9,7 +9,6 @@ import os
 from pathlib import Path
 from typing import Any, Iterable
 
-from streamer.util.urls import mask
 from streamer.util import safenames
 
 
@@ -32,12 +31,12 @@ def replay_state_path(submit_dir: str | Path) -> Path:
 def writes_submit_dir(source: Any, specs: Iterable[Any]) -> bool:
     """Does this run write into the workflow's submit dir (jobstate.log or monitord's default database)?"""
     default_db = source.default_db_url()
-    return bool(source.write_jobstate) or any(spec.url == default_db for spec in specs)
+    return bool(source.write_jobstate) or any(spec.url.raw == default_db for spec in specs)
 
 
 def destinations_of(specs: Iterable[Any]) -> list[str]:
     """The endpoint set a resume state is tied to: masked URLs with their filters, sorted."""
-    return sorted(f"{mask(spec.url)} events={spec.events or '*'}" for spec in specs)
+    return sorted(f"{spec.url.masked} events={spec.events or '*'}" for spec in specs)
 
 
 def resume_refusal(state_path: Path, bound: Any, *, resume: bool, destinations: list[str] | None,
@@ -68,7 +67,7 @@ def refuse_read_only(source: Any, specs: Iterable[Any], *, state_given: bool) ->
         default_db = source.default_db_url()
         what = [name for name, used in (
             ("jobstate.log", source.write_jobstate),
-            (default_db.rsplit("/", 1)[-1], any(spec.url == default_db for spec in specs)),
+            (default_db.rsplit("/", 1)[-1], any(spec.url.raw == default_db for spec in specs)),
             ("monitord.started/done", True),
             (Path(source.state_path).name, not state_given)) if used]
         raise ConfigError(f"{submit_dir} is read-only, and this run would write {', '.join(what)} there: replay "

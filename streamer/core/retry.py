@@ -10,6 +10,10 @@ raise their `Unavailable`, which a spooling layer catches). What the fault is
 and how to classify a driver's exceptions is the caller's business
 (`streamer/endpoints/layers/resilience.py`); this module knows neither endpoints nor
 events.
+
+A loop that retries until it is stopped rather than for `retry_for` (a collector reconnecting to its broker,
+serve resuming a failed workflow, held rows written again) waits through `Backoff(...).waits(stop=...)`:
+the same doubling delays, each said in the caller's log line, a stop event ending the wait at once.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import logging
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Iterator
 
 log = logging.getLogger("streamer.retry")
 
@@ -147,3 +151,59 @@ def retrying_sync(name: str, what: str, attempt: Callable[[], Any], policy: Retr
             return attempt()
         except TransientError as exc:
             time.sleep(attempts.failed(exc))
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """The delays of a loop that retries until it succeeds or is stopped: `first`, then each the one before
+    times `factor`, at most `cap`; with `jitter` each after the first is then multiplied by a uniform draw in
+    [1 - jitter, 1] (collectors that lost the same broker do not come back in step)."""
+
+    first: float
+    cap: float
+    factor: float = 2.0
+    jitter: float = 0.0
+
+    def delays(self) -> Iterator[float]:
+        delay = self.first
+        while True:
+            yield delay
+            delay = min(self.cap, delay * self.factor)
+            if self.jitter:
+                delay *= random.uniform(1.0 - self.jitter, 1.0)
+
+    def waits(self, stop: asyncio.Event | None = None) -> "Waits":
+        return Waits(self, stop)
+
+
+class Waits:
+    """The waits of one retry loop (`Backoff.waits`): `await waits.wait(log.warning, "...; retrying in %.1f s",
+    ...)` between two attempts."""
+
+    def __init__(self, backoff: Backoff, stop: asyncio.Event | None = None) -> None:
+        self.backoff = backoff
+        self.stop = stop
+        self._delays = backoff.delays()
+        self.count = 0
+        """Waits so far (failed attempts)."""
+
+    async def wait(self, say: Callable[..., Any] | None = None, message: str = "", *args: Any,
+                   at_most: float | None = None) -> bool:
+        """Log the caller's line (`say(message, *args, delay)`: the delay is its last argument) and sleep the
+        next delay, at most `at_most` seconds; False (at once) when the stop event is or becomes set: the loop
+        ends rather than trying again."""
+        delay = next(self._delays)
+        self.count += 1
+        if say is not None:
+            say(message, *args, delay)
+        if self.stop is not None and self.stop.is_set():
+            return False
+        seconds = delay if at_most is None else min(delay, at_most)
+        if self.stop is None:
+            await asyncio.sleep(seconds)
+            return True
+        try:
+            await asyncio.wait_for(self.stop.wait(), seconds)
+        except asyncio.TimeoutError:
+            return True
+        return False

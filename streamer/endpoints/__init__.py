@@ -94,12 +94,11 @@ def endpoint_class(scheme: str) -> type[Endpoint]:
     return cls
 
 
-def create_endpoint(url: str | EndpointURL, options: dict[str, Any] | None = None) -> Endpoint:
+def create_endpoint(url: EndpointURL, options: dict[str, Any] | None = None) -> Endpoint:
     """An endpoint for `url` (query parameters and `options` become its options), in the layers its options
     ask for: `dead_letter=` (`deadletter.py`), `spool=` (`spooling.py`; AMQP spools unless `spool=off`)."""
-    parsed = url if isinstance(url, EndpointURL) else EndpointURL.parse(url)
     options = dict(options or {})
-    parsed = with_password(parsed, options)  # password_file= / password_env=: kept off the command line
+    parsed = with_password(url, options)  # password_file= / password_env=: kept off the command line
     cls = endpoint_class(parsed.scheme)
     # every option declared, typed and checked before anything opens: unknown names and bad values are usage errors
     try:

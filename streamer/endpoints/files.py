@@ -23,7 +23,7 @@ import logging
 import os
 from pathlib import Path
 from typing import Any, BinaryIO, Sequence
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote
 
 from streamer.events import Event, bp, bsonenc, jsonenc
 from streamer.events.event import ensure_ids
@@ -51,8 +51,7 @@ TAIL = 32
 
 def file_path(url: EndpointURL) -> Path:
     """`file:///abs/x.bp` -> /abs/x.bp; `file://rel/x.bp` and `file:rel/x.bp` -> rel/x.bp."""
-    parts = urlsplit(url.base)
-    path = unquote(parts.netloc + parts.path) if parts.netloc not in ("", "localhost") else unquote(parts.path)
+    path = unquote(url.netloc + url.path) if url.netloc not in ("", "localhost") else unquote(url.path)
     if not path:
         raise EndpointError(f"{url.masked}: no file path")
     return Path(path)

@@ -13,7 +13,8 @@ from __future__ import annotations
 import sys
 from typing import Any, Sequence, TextIO
 
-from streamer.events import Event, bp, chimbuko, chimbuko_forms, jsonenc
+from streamer.events import Event, bp, chimbuko, jsonenc
+from streamer.events.chimbuko import forms as chimbuko_forms
 from streamer.util.localtime import shown
 from streamer.util.urls import EndpointURL
 from streamer.core.options import OptionError

@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from streamer.endpoints.layers.spooling import DEFAULT_DRAIN_TIMEOUT
-from streamer.config.settings import ConfigError, EndpointSpec, normalise_url
+from streamer.config.settings import ConfigError, EndpointSpec
+from streamer.config.command import dest_url
 from streamer.monitor.parsers.dagman import Finished, Pid, classify
 from streamer.monitor.submitdir import workflow_db_url
 from streamer.util.runtime import log_to, run
-from streamer.util.urls import mask
+from streamer.util.urls import EndpointURL, mask
 from streamer.monitord import files, options, properties, stats
 from streamer.util.exitcodes import Exit
 from streamer.util.tail import OnChange, Tail
@@ -46,7 +47,7 @@ class Plan:
     notifications: bool = True
     notifications_max: int = 10
     notifications_timeout: int = 0
-    master_url: str | None = None
+    master_url: EndpointURL | None = None
     bindir: str | None = None
     no_events: bool = False
     store_stdout: bool = True
@@ -140,15 +141,15 @@ def _endpoints(plan: Plan, params: dict[str, str]) -> None:
     if plan.no_events:
         return
     default = workflow_db_url(plan.run_dir, plan.dagman_out, params.get("dag"))
-    url = normalise_url(opts.dest) if opts.dest else properties.workflow_url(props, default)
+    url = dest_url(opts.dest) if opts.dest else properties.workflow_url(props, default)
     main = EndpointSpec(url=url)
-    main.options.update(properties.timeout_options(props, None, url.split(":", 1)[0].lower()))
+    main.options.update(properties.timeout_options(props, None, url.scheme))
     plan.endpoints = [main] + properties.extra_endpoints(props)
     encoding = opts.encoding or _lenient(plan, lambda: properties.encoding(props), None)
     for spec in plan.endpoints:
-        if encoding and spec.url.startswith("file:") and "encoding=" not in spec.url:
+        if encoding and spec.url.scheme == "file" and "encoding" not in spec.url.options:
             spec.options.setdefault("encoding", encoding)
-        if spec.url.startswith(("amqp:", "amqps:")) and "drain_timeout=" not in spec.url:
+        if spec.url.kind == "amqp" and "drain_timeout" not in spec.url.options:
             # as monitord: pegasus-remove's signals never cut short the flush of what the broker has not taken
             # yet (a command's run gives up on a broker away at a signal, keeping its spool for the next run)
             spec.options.setdefault("drain_timeout", DEFAULT_DRAIN_TIMEOUT)
@@ -311,16 +312,16 @@ async def run_plan(plan: Plan) -> int:
         notifier = NotificationEndpoint(Matcher(plan.run_dir, str(plan.dagman_out)), out_dir,
                                         max_parallel=plan.notifications_max,
                                         timeout=plan.notifications_timeout, extra_env=env)
-        extra.append((notifier, EndpointSpec(url=notifier.url.raw, events=notifier.default_events)))
+        extra.append((notifier, EndpointSpec(url=notifier.url, events=notifier.default_events)))
     if plan.master_url:
         from streamer.monitord.dashboard import dashboard_endpoint
 
         dashboard = dashboard_endpoint(plan.master_url, replay=opts.replay,
-                                       db_url=plan.endpoints[0].url if plan.endpoints else None)
+                                       db_url=plan.endpoints[0].url.raw if plan.endpoints else None)
         if dashboard is not None:
             extra.append(dashboard)
     for spec in plan.endpoints:
-        log.info("endpoint %s%s", mask(spec.url), f" [{spec.events}]" if spec.events else "")
+        log.info("endpoint %s%s", spec.url.masked, f" [{spec.events}]" if spec.events else "")
     if plan.notifications:
         log.info("notifications on (at most %d at once, timeout %s)", plan.notifications_max,
                  f"{plan.notifications_timeout} s" if plan.notifications_timeout else "none")

@@ -49,14 +49,13 @@ class DashboardEndpoint(Endpoint):
 
     default_events = EVENTS
 
-    def __init__(self, url: str, *, db_url: str | None, replay: bool) -> None:
-        parsed = EndpointURL.parse(url)
-        super().__init__(parsed, {"overflow": "off", "events": EVENTS})
+    def __init__(self, url: EndpointURL, *, db_url: str | None, replay: bool) -> None:
+        super().__init__(url, {"overflow": "off", "events": EVENTS})
         self.db_url = db_url
         self.replay = replay
-        self.kind = "postgresql" if parsed.scheme in ("postgresql", "postgres") else parsed.scheme
+        self.kind = url.kind
         if self.kind not in ("sqlite", "postgresql"):
-            raise EndpointError(f"master database {mask(url)}: only sqlite:// and postgresql:// are supported")
+            raise EndpointError(f"master database {url.masked}: only sqlite:// and postgresql:// are supported")
         self._expunged: set[str] = set()
         self._executor: ThreadPoolExecutor | None = None
         self._conn: Any = None
@@ -74,7 +73,7 @@ class DashboardEndpoint(Endpoint):
 
             from streamer.endpoints.db.postgres import _ensure_schema
 
-            self._conn = await asyncpg.connect(self.url.base.replace("postgres://", "postgresql://", 1), timeout=30)
+            self._conn = await asyncpg.connect(self.url.pg_dsn, timeout=30)
             await _ensure_schema(self._conn, self.name)
 
     def _open_sqlite(self) -> None:
@@ -178,7 +177,8 @@ class DashboardEndpoint(Endpoint):
         self._conn = None
 
 
-def dashboard_endpoint(url: str, *, replay: bool, db_url: str | None = None) -> tuple[Endpoint, EndpointSpec] | None:
+def dashboard_endpoint(url: EndpointURL, *, replay: bool,
+                       db_url: str | None = None) -> tuple[Endpoint, EndpointSpec] | None:
     """The master DB endpoint and its spec, or None (logged) when the URL cannot be used."""
     try:
         endpoint = DashboardEndpoint(url, db_url=db_url, replay=replay)

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from streamer.config.settings import ConfigError, EndpointSpec, normalise_url
+from streamer.config.settings import ConfigError, EndpointSpec
 from streamer.core.options import OptionError, parse_bool
-from streamer.util.urls import mask
+from streamer.util.urls import EndpointURL, mask
 
 _WORKFLOW_URL = re.compile(r"^pegasus\.catalog\.workflow\.([^.]+)\.url$")
 
@@ -227,28 +227,27 @@ def timeout_options(props: Properties, name: str | None, scheme: str) -> dict[st
     return {}
 
 
-def _check_url(props: Properties, key: str, url: str) -> str:
+def _check_url(props: Properties, key: str, text: str) -> EndpointURL:
     from streamer.endpoints import EndpointError, endpoint_class, unknown_scheme
 
     try:
-        url = normalise_url(url)
+        url = EndpointURL.given(text)
     except ValueError as exc:
         raise ConfigError(f"{props.where(key)}: {key}: {mask(str(exc))}") from None
-    scheme = url.split(":", 1)[0].lower()
     try:
-        endpoint_class(scheme)
+        endpoint_class(url.scheme)
     except EndpointError:
-        raise ConfigError(f"{props.where(key)}: {key}: {unknown_scheme(scheme, mask(url))}") from None
+        raise ConfigError(f"{props.where(key)}: {key}: {unknown_scheme(url.scheme, url.masked)}") from None
     return url
 
 
-def workflow_url(props: Properties, default: str) -> str:
+def workflow_url(props: Properties, default: str) -> EndpointURL:
     """The Stampede DB: `pegasus.catalog.workflow.url`, `pegasus.monitord.output`, or the default sqlite."""
     for key in ("pegasus.catalog.workflow.url", "pegasus.monitord.output"):
         value = props.get(key)
         if value:
             return _check_url(props, key, value)
-    return default
+    return EndpointURL.parse(default)
 
 
 def extra_endpoints(props: Properties) -> list[EndpointSpec]:
@@ -261,16 +260,15 @@ def extra_endpoints(props: Properties) -> list[EndpointSpec]:
             continue
         name = match.group(1)
         url = _check_url(props, key, value)
-        scheme = url.split(":", 1)[0].lower()
         # without .events an AMQP endpoint sends monitord's default four events (its own default filter)
         events = props.get(f"pegasus.catalog.workflow.{name}.events")
         spec = EndpointSpec(url=url, events=events or None)
-        spec.options.update(timeout_options(props, name, scheme))
+        spec.options.update(timeout_options(props, name, url.scheme))
         specs.append(spec)
     return specs
 
 
-def master_url(props: Properties, home: str | None) -> str | None:
+def master_url(props: Properties, home: str | None) -> EndpointURL | None:
     """The master (dashboard) DB: `pegasus.catalog.master.url`, `pegasus.dashboard.output`, `~/.pegasus/workflow.db`."""
     for key in ("pegasus.catalog.master.url", "pegasus.dashboard.output"):
         value = props.get(key)
@@ -278,7 +276,7 @@ def master_url(props: Properties, home: str | None) -> str | None:
             return _check_url(props, key, value)
     if not home:
         return None
-    return f"sqlite:///{os.path.join(home, '.pegasus', 'workflow.db')}"
+    return EndpointURL.parse(f"sqlite:///{os.path.join(home, '.pegasus', 'workflow.db')}")
 
 
 def encoding(props: Properties) -> str | None:

@@ -23,7 +23,7 @@ def build_endpoints(specs: list[EndpointSpec], defaults: dict[str, Any] | None =
 
 def unfiltered(endpoint: Endpoint) -> Routed:
     """An endpoint built by the caller, given every event (its own `?events=` aside)."""
-    return endpoint, EndpointSpec(url=endpoint.url.raw)
+    return endpoint, EndpointSpec(url=endpoint.url)
 
 
 def connect(source: Source, endpoints: list[Routed], *, on_error: str) -> Bus:

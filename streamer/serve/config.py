@@ -24,11 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from streamer.config.command import collect_endpoints
+from streamer.config.command import collect_endpoints, dest_url
 from streamer.config.statedir import user_state_dir
-from streamer.config.settings import ConfigError, EndpointSpec, Settings, load_toml, normalise_url
+from streamer.config.settings import ConfigError, EndpointSpec, Settings, load_toml
 from streamer.util import safenames
-from streamer.util.urls import mask
+from streamer.util.urls import EndpointURL, mask
 
 log = logging.getLogger("streamer.serve")
 
@@ -44,7 +44,7 @@ class ServeConfig:
     roots: list[Path] = field(default_factory=list)
     shared: list[EndpointSpec] = field(default_factory=list)
     workflow_dest: list[str] = field(default_factory=lambda: [SQLITE_DEFAULT])
-    master_db: str | None = None
+    master_db: EndpointURL | None = None
     master_poll: float = 5.0
     jobstate: bool = True
     recursive: bool = True
@@ -73,7 +73,7 @@ class ServeConfig:
         values = {"submit_dir": submit_dir, "dag": dag, "wf_uuid": wf_uuid or "unknown"}
         for template in self.workflow_dest:
             if template.strip() == SQLITE_DEFAULT:
-                specs.append(EndpointSpec(url=default_db))
+                specs.append(EndpointSpec(url=EndpointURL.parse(default_db)))
                 continue
             try:
                 used = {name for _, name, _, _ in string.Formatter().parse(template) if name}
@@ -88,7 +88,7 @@ class ServeConfig:
             except (KeyError, IndexError, ValueError) as exc:
                 raise ConfigError(f"workflow_dest {template!r}: bad template ({exc}); use {{submit_dir}}, "
                                   "{dag} or {wf_uuid}") from None
-            specs.append(EndpointSpec(url=normalise_url(url)))
+            specs.append(EndpointSpec(url=dest_url(url)))
         return specs
 
     def default_state_dir(self) -> Path:
@@ -116,7 +116,8 @@ def load_serve_config(args: Any) -> ServeConfig:
         config.workflow_dest = list(args.workflow_dest)
     if getattr(args, "no_workflow_dest", False):
         config.workflow_dest = []
-    config.master_db = getattr(args, "master_db", None) or table.get("master_db")
+    master_db = getattr(args, "master_db", None) or table.get("master_db")
+    config.master_db = EndpointURL.parse(str(master_db)) if master_db else None
     config.master_poll = float(getattr(args, "master_poll", None) or table.get("master_poll", 5.0))
     config.jobstate = bool(table.get("jobstate", True)) and not getattr(args, "no_jobstate", False)
     config.recursive = bool(table.get("recursive", True)) and not getattr(args, "no_recursive", False)

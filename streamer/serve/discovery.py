@@ -91,8 +91,8 @@ def _mark_done(directory: str) -> None:
 class MasterDBPoller:
     """New rows of `master_workflow` (by `wf_id`, so each poll costs the new rows only) → candidates."""
 
-    def __init__(self, url: str, on_candidate: Callable[[str], None], interval: float = 5.0) -> None:
-        self.url = EndpointURL.parse(url)
+    def __init__(self, url: EndpointURL, on_candidate: Callable[[str], None], interval: float = 5.0) -> None:
+        self.url = url
         self.on_candidate = on_candidate
         self.interval = interval
         self.last_id = 0
@@ -124,7 +124,7 @@ class MasterDBPoller:
             return await asyncio.to_thread(_sqlite_rows, path, query.format("?"), self.last_id)
         import asyncpg
 
-        conn = await asyncpg.connect(self.url.base.replace("postgres://", "postgresql://", 1), timeout=10)
+        conn = await asyncpg.connect(self.url.pg_dsn, timeout=10)
         try:
             return [(r[0], r[1]) for r in await conn.fetch(query.format("$1"), self.last_id)]
         finally:

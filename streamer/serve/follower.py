@@ -7,6 +7,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Callable
 
+from streamer.core.retry import Backoff
 from streamer.monitor.source import WorkflowSource
 from streamer.run.metrics import Metrics
 from streamer.run.pipeline import RunOptions
@@ -78,7 +79,7 @@ async def follow(wf: Followed, config: ServeConfig, shared: list[SharedEndpoint]
                  exporter: Metrics | None = None) -> bool:
     """Follow `wf` until DAGMan exits (True) or it is detached (False); retry after endpoint failures."""
     found = wf.found
-    delay = 1.0
+    waits = Backoff(first=1.0, cap=RETRY_MAX).waits(stop=wf.stopped)
     while not wf.leaving:
         source = ServeSource(found.submit_dir, follow=True, recursive=config.recursive, timezone=config.timezone,
                              write_jobstate=config.jobstate, parser=config.parser, wakeable=wf.wakeable)
@@ -105,10 +106,5 @@ async def follow(wf: Followed, config: ServeConfig, shared: list[SharedEndpoint]
             log.info("finished following %s: DAGMan exited, %d events this run", found.submit_dir, source.events_in)
             return True
         on_end(found.submit_dir, "failed")
-        log.error("%s: pipeline failed; resuming from its checkpoint in %.0f s", found.submit_dir, delay)
-        try:
-            await asyncio.wait_for(wf.stopped.wait(), delay)
-        except TimeoutError:
-            pass
-        delay = min(delay * 2, RETRY_MAX)
+        await waits.wait(log.error, "%s: pipeline failed; resuming from its checkpoint in %.0f s", found.submit_dir)
     return False

@@ -314,12 +314,11 @@ async def run_serve(config: ServeConfig, reload: Callable[[], ServeConfig] | Non
 
 
 def describe(config: ServeConfig) -> list[str]:
-    from streamer.util.urls import mask
 
     lines = [f"watch: {root}" for root in config.roots]
     if config.master_db:
-        lines.append(f"master DB: {mask(config.master_db)}")
-    lines += [f"shared endpoint: {mask(s.url)}" for s in config.shared]
+        lines.append(f"master DB: {config.master_db.masked}")
+    lines += [f"shared endpoint: {s.url.masked}" for s in config.shared]
     lines += [f"per-workflow endpoint: {t}" for t in config.workflow_dest]
     return lines
 

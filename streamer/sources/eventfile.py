@@ -191,12 +191,14 @@ class EventFileSource(Source):
         where = str(path)
         compiled = bp.parse_compiled
         json_file = path.suffix.lower() in JSON_SUFFIXES
-        check = constraints.check
+        check, only = constraints.check, constraints.MANDATORY_ONLY
         for raw in _texts(chunk.lines):
             try:
                 event = compiled(raw) or decode_line(raw, json_file=json_file)  # compiled: the common lines
                 if event is not None:
-                    check(event)
+                    mandatory = only.get(event.name)
+                    if mandatory is None or not event.fields.keys() >= mandatory:  # the whole check, inline
+                        check(event)
             except ValueError as exc:
                 try:
                     self._bad(path, number, str(exc))

@@ -24,9 +24,10 @@ import tempfile
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable
 
+from streamer.config.command import dest_url
 from streamer.config.settings import ConfigError
 from streamer.core.filters import EventFilter
-from streamer.util.urls import mask
+from streamer.util.urls import EndpointURL, is_amqp, mask
 from streamer.events.tally.counts import document
 from streamer.status.progress import SubmitDirProgress
 from streamer.status.text import DagRow, View, plain_report, tracker_jobs, tracker_rows
@@ -35,10 +36,6 @@ from streamer.events.tally.tracker import StatusTracker
 log = logging.getLogger("streamer.status")
 RESCAN_EVERY = 5
 """Polls between two walks of the submit directory for new sub-workflow dagman.out files."""
-
-
-def is_amqp(source: str) -> bool:
-    return source.startswith(("amqp://", "amqps://"))
 
 
 def submit_dir_of(path: Path) -> Path | None:
@@ -168,8 +165,8 @@ class EventFileStatus(StatusSource):
 class AMQPStatus(StatusSource):
     finished_when_idle = True
 
-    def __init__(self, url: str, *, events: str | None, long: bool, queue: str | None) -> None:
-        super().__init__(mask(url), events, long)
+    def __init__(self, url: EndpointURL, *, events: str | None, long: bool, queue: str | None) -> None:
+        super().__init__(url.masked, events, long)
         self.url = url
         self.queue = queue
         self.events = events
@@ -185,7 +182,7 @@ class AMQPStatus(StatusSource):
 def open_status(args: Any) -> StatusSource:
     source = args.source
     if is_amqp(source):
-        return AMQPStatus(source, events=args.events, long=args.long, queue=args.queue)
+        return AMQPStatus(dest_url(source), events=args.events, long=args.long, queue=args.queue)
     path = Path(source)
     if not path.exists():
         raise ConfigError(f"{source}: no such submit directory or event file (or give an amqp:// URL)")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
@@ -56,18 +56,84 @@ def mask(text: str) -> str:
     return "".join(out)
 
 
-@dataclass
+@dataclass(frozen=True)
+class Host:
+    """One host of a URL's netloc as written: `name` lower-cased (brackets of `[::1]` removed), `port` the text
+    after its `:` ("" when none). Checked by the endpoint that uses it (`port_number`)."""
+
+    name: str
+    port: str = ""
+
+    def port_number(self, default: int) -> int:
+        """The port, `default` when none is written; ValueError when it is not a number in 0..65535."""
+        if not self.port:
+            return default
+        if not self.port.isdigit() or int(self.port) > 65535:
+            raise ValueError(self.port)
+        return int(self.port)
+
+
+def _hosts(netloc: str) -> tuple[Host, ...]:
+    """`h1[:p1],h2[:p2],[::1]:p3` (after any `user:pass@`) -> its hosts, empty names kept (for the message)."""
+    hosts = []
+    for item in netloc.rpartition("@")[2].split(","):
+        item = item.strip()
+        if item.startswith("["):
+            name, _, rest = item[1:].partition("]")
+            port = rest[1:] if rest.startswith(":") else rest
+        else:
+            name, _, port = item.partition(":")
+        hosts.append(Host(name.lower(), port))
+    return tuple(hosts)
+
+
+@dataclass(frozen=True)
 class EndpointURL:
-    """A `--dest` URL split into scheme, the URL without its query, and options."""
+    """A `--dest` URL (or a source's), parsed once where the user's text enters (`config/settings.endpoint_url`)
+    and passed down typed: every endpoint and source reads its parts from here, never from the text again.
+
+    `raw` is the text as given (with its password: print `masked`); `base` the URL without its query;
+    `netloc` what follows `//` (user info included); `user`/`password` decoded (None when not written);
+    `hosts` each host of `h1:5672,h2,h3`; `path` as written (percent-encoded: `segments` splits it);
+    `query` the options in order (`options` as a dict, the last of a repeated name winning)."""
 
     raw: str
     scheme: str
     base: str
-    options: dict[str, str] = field(default_factory=dict)
+    query: tuple[tuple[str, str], ...] = ()
+    netloc: str = ""
+    user: str | None = None
+    password: str | None = None
+    hosts: tuple[Host, ...] = ()
+    path: str = ""
+
+    @property
+    def options(self) -> dict[str, str]:
+        """The query's options (a new dict: the URL itself never changes)."""
+        return dict(self.query)
+
+    @property
+    def segments(self) -> list[str]:
+        """The path's `/`-separated parts after the first `/`, as written (percent-encoded)."""
+        return self.path.split("/")[1:] if self.path else []
+
+    @property
+    def kind(self) -> str:
+        """The endpoint kind: the scheme, its aliases folded (`postgres` -> `postgresql`, `amqps` -> `amqp`)."""
+        return _KINDS.get(self.scheme, self.scheme)
+
+    @property
+    def pg_dsn(self) -> str:
+        """`base` as libpq and asyncpg take it: the scheme written `postgresql` (`postgres://` is an alias)."""
+        return "postgresql" + self.base[len(self.scheme):] if self.kind == "postgresql" else self.base
 
     @property
     def masked(self) -> str:
         return mask(self.raw)
+
+    @property
+    def masked_base(self) -> str:
+        return mask(self.base)
 
     def __str__(self) -> str:  # never print a password by accident
         return self.masked
@@ -77,20 +143,60 @@ class EndpointURL:
 
     @classmethod
     def parse(cls, raw: str) -> "EndpointURL":
+        """The one URL parser. URLError when `raw` is not a URL (a bare path is made one by `normalise` first)."""
         raw = raw.strip()
         if raw == "-" or raw.startswith("-?"):
-            options = dict(parse_qsl(raw[2:], keep_blank_values=True))
-            return cls(raw=raw, scheme="term", base="-", options=options)
+            return cls(raw=raw, scheme="term", base="-", query=_query(raw[2:]))
         if raw.startswith("term:") and "://" not in raw:
-            options = dict(parse_qsl(raw.partition("?")[2], keep_blank_values=True))
-            return cls(raw=raw, scheme="term", base="-", options=options)
+            return cls(raw=raw, scheme="term", base="-", query=_query(raw.partition("?")[2]))
         if "://" not in raw:
             raise URLError(f"not an endpoint URL: {mask(raw)!r} (expected scheme://..., e.g. file:///tmp/events.jsonl)")
         parts = urlsplit(raw)
-        options = dict(parse_qsl(parts.query, keep_blank_values=True))
         base = urlunsplit((parts.scheme, parts.netloc, parts.path, "", parts.fragment))
+        userinfo, at, _ = parts.netloc.rpartition("@")
+        user, colon, password = userinfo.partition(":")
         # file:relative and sqlite:///relative keep their path verbatim
-        return cls(raw=raw, scheme=parts.scheme.lower(), base=base, options=options)
+        return cls(raw=raw, scheme=parts.scheme.lower(), base=base, query=_query(parts.query), netloc=parts.netloc,
+                   user=unquote(user) if at else None, password=unquote(password) if at and colon else None,
+                   hosts=_hosts(parts.netloc), path=parts.path)
+
+    @classmethod
+    def given(cls, text: str) -> "EndpointURL":
+        """What a user wrote (`--dest`, a config's `url`): a bare path is a file, `-` the terminal, else a URL."""
+        return cls.parse(normalise(text))
+
+    def replaced(self, *, password: str, drop: tuple[str, ...] = ()) -> "EndpointURL":
+        """This URL with `password` in its user info and the options `drop` left out (`with_password`)."""
+        parts = urlsplit(self.raw)
+        user, at, host = self.netloc.rpartition("@")
+        query = urlencode([(k, v) for k, v in self.query if k not in drop])
+        netloc = f"{user.partition(':')[0]}:{quote(password, safe='')}@{host}"
+        return EndpointURL.parse(urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment)))
+
+
+_KINDS = {"postgres": "postgresql", "amqps": "amqp"}
+AMQP_SCHEMES = ("amqp://", "amqps://")
+"""How an AMQP URL begins: what tells a broker from a file among a command's sources."""
+
+
+def is_amqp(text: str) -> bool:
+    """Does a command's source argument name a broker (`amqp://`, `amqps://`) rather than a file?"""
+    return text.startswith(AMQP_SCHEMES)
+
+
+def _query(text: str) -> tuple[tuple[str, str], ...]:
+    return tuple(parse_qsl(text, keep_blank_values=True))
+
+
+def normalise(text: str) -> str:
+    """A bare path (`/tmp/x.bp`, `out.jsonl`, `file:rel.bp`) as a `file://` URL (absolute); `-` and `term:` the
+    terminal; anything with `://` as given."""
+    text = text.strip()
+    if text == "-" or text.startswith(("-?", "term:")) or "://" in text:
+        return text
+    if text.startswith("file:"):
+        return "file://" + str(Path(text[len("file:"):]).expanduser().resolve())
+    return "file://" + str(Path(text).expanduser().resolve())
 
 
 PLACEHOLDER = "change-me"
@@ -98,9 +204,9 @@ PLACEHOLDER = "change-me"
 
 
 def refuse_placeholder(url: EndpointURL, password: str | None) -> None:
-    """URLError when `password` is still a `change-me-…` placeholder of deploy/'s examples: a deployment
+    """URLError when `password` (decoded) is still a `change-me-…` placeholder of deploy/'s examples: a deployment
     must not run with a password anyone can read in the repository."""
-    if password is not None and unquote(password).startswith(PLACEHOLDER):
+    if password is not None and password.startswith(PLACEHOLDER):
         raise URLError(f"{url.masked}: the password is still the placeholder from deploy/'s examples "
                          f"({PLACEHOLDER}-...); set a real one (deploy/.env, or the password file)")
 
@@ -120,7 +226,7 @@ def with_password(url: EndpointURL, options: dict[str, Any] | None = None) -> En
     """
     given = {key: value for key, value in {**url.options, **(options or {})}.items() if key in SECRET_OPTIONS}
     if not given:
-        refuse_placeholder(url, urlsplit(url.raw).password)
+        refuse_placeholder(url, url.password)
         return url
     if len(given) > 1:
         raise URLError(f"{url.masked}: give password_file or password_env, not both")
@@ -139,10 +245,6 @@ def with_password(url: EndpointURL, options: dict[str, Any] | None = None) -> En
             raise URLError(f"{url.masked}: password_env: the environment variable {source} is not set")
         password = from_env
     refuse_placeholder(url, password)
-    parts = urlsplit(url.raw)
-    user, at, host = parts.netloc.rpartition("@")
-    if not at:
-        raise URLError(f"{url.masked}: {key} needs a user name in the URL (e.g. {parts.scheme}://USER@{host}/...)")
-    query = urlencode([(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k not in SECRET_OPTIONS])
-    netloc = f"{user.partition(':')[0]}:{quote(password, safe='')}@{host}"
-    return EndpointURL.parse(urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment)))
+    if url.user is None:
+        raise URLError(f"{url.masked}: {key} needs a user name in the URL (e.g. {url.scheme}://USER@{url.netloc}/...)")
+    return url.replaced(password=password, drop=SECRET_OPTIONS)

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from streamer.config.settings import ConfigError, from_properties, load_toml, normalise_url, read_properties
+from streamer.config.settings import ConfigError, from_properties, load_toml, read_properties
 from streamer.core.filters import EventFilter, FilterError
 from streamer.util.urls import EndpointURL, mask
+from streamer.util.urls import normalise as normalise_url
 
 NAMES = ["stampede.xwf.start", "stampede.xwf.end", "stampede.xwf.map.subwf_job", "stampede.inv.start",
          "stampede.inv.end", "stampede.job_inst.main.end", "stampede.job_inst.image.info", "stampede.wf.plan"]
@@ -83,9 +84,9 @@ def test_toml_config(tmp_path: Path) -> None:
     settings = load_toml(path)
     assert settings.on_error == "isolate" and settings.checkpoint == "/tmp/c"
     first, second = settings.endpoints
-    assert (first.url, first.events, first.buffer, first.batch, first.options) == (
+    assert (first.url.raw, first.events, first.buffer, first.batch, first.options) == (
         "file:///tmp/a.jsonl", "stampede.xwf.*,stampede.inv.end", 10, 5, {"fsync": True})
-    assert second.url == "amqp://u:p@h/%2F/x" and second.events is None
+    assert second.url.raw == "amqp://u:p@h/%2F/x" and second.events is None
     assert "u:***@" in str(second)
 
 
@@ -116,7 +117,7 @@ def test_pegasus_properties(tmp_path: Path) -> None:
     assert read_properties(path)["long.key"] == "a b"
     settings = from_properties(path)
     assert settings.encoding == "json"
-    assert [(s.url, s.events) for s in settings.endpoints] == [
+    assert [(s.url.raw, s.events) for s in settings.endpoints] == [
         ("sqlite:////tmp/wf.db", None),
         ("amqp://vahi:XXXXX@amqp.isi.edu:5672/panorama/monitoring", "stampede.xwf.*,stampede.static.*"),
         ("file:///lfs1/nl.bp", None),

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from streamer.endpoints import create_endpoint
+from streamer.util.urls import EndpointURL
 from tests.support import dbcompare
 from tests.support.dbstream import batches, golden_events, synthetic
 from tests.endpoints.test_db import assert_same, golden_snapshot, load
@@ -25,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 async def _same_workflow_twice(url: str, golden: Path) -> tuple[object, object]:
     """Two replaying writers of one workflow, batches interleaved: neither deletes the other's rows."""
     events = golden_events(golden, "hierarchical_wf_success")
-    a, b = create_endpoint(url), create_endpoint(url)
+    a, b = create_endpoint(EndpointURL.parse(url)), create_endpoint(EndpointURL.parse(url))
     await a.open()
     await b.open()
     try:
@@ -104,7 +105,7 @@ def assert_same_but_rc_meta(actual: dbcompare.Snapshot, expected: dbcompare.Snap
 
 async def _writers_at_once(url: str, streams: list[list], size: int) -> list:
     """One endpoint (its own connection) per stream, their batches interleaved as the server takes them."""
-    endpoints = [create_endpoint(url) for _ in streams]
+    endpoints = [create_endpoint(EndpointURL.parse(url)) for _ in streams]
 
     async def writer(endpoint: object, events: list) -> None:
         await endpoint.open()  # type: ignore[attr-defined]

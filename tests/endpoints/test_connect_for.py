@@ -9,6 +9,7 @@ import pytest
 
 from streamer.cli.help import DEST_URLS
 from streamer.endpoints import EndpointError, create_endpoint
+from streamer.util.urls import EndpointURL
 from tests.support.ownservers import free_port
 
 
@@ -17,7 +18,7 @@ def test_a_server_never_reached_gives_up_after_connect_for_and_names_it(scheme: 
     """Nothing listens on the port (a mistyped one): the endpoint gives up after connect_for, not after the
     retry_for it was given, and says which setting ended it (not `retry_for=30` where 300 was given)."""
     url = f"{scheme}://root@127.0.0.1:{free_port()}/stampede?connect_for=1&retry_for=300"
-    endpoint = create_endpoint(url)
+    endpoint = create_endpoint(EndpointURL.parse(url))
     with pytest.raises(EndpointError) as caught:
         asyncio.run(endpoint.open())
     message = str(caught.value)

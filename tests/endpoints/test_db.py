@@ -21,6 +21,7 @@ import pytest
 from streamer.endpoints import EndpointError, create_endpoint
 from streamer.endpoints.db.sqlite import default_path, sqlite_path
 from streamer.events import Event
+from streamer.util.urls import EndpointURL
 from tests.support import dbcompare
 from tests.support.dbstream import NAMES, batches, golden_events, synthetic
 from tests.support.pghelp import pg_snapshot
@@ -33,7 +34,7 @@ TESTS = Path(__file__).resolve().parents[1]
 # ---------------------------------------------------------------- helpers
 
 async def load(url: str, events: Sequence[Event], size: int = 50, **options: Any) -> Any:
-    endpoint = create_endpoint(url, options or None)
+    endpoint = create_endpoint(EndpointURL.parse(url), options or None)
     await endpoint.open()
     try:
         for chunk in batches(list(events), size):
@@ -95,7 +96,7 @@ def test_sqlite_endpoints_share_a_few_writer_threads_one_call_at_a_time(tmp_path
 
     async def one(i: int) -> None:
         nonlocal peak_threads
-        endpoint = create_endpoint(sqlite_url(tmp_path / f"t{i}.db"))
+        endpoint = create_endpoint(EndpointURL.parse(sqlite_url(tmp_path / f"t{i}.db")))
         await endpoint.open()
         inside = [0]
 
@@ -128,10 +129,10 @@ def test_sqlite_endpoints_share_a_few_writer_threads_one_call_at_a_time(tmp_path
 
 
 def test_sqlite_url_forms(tmp_path: Path) -> None:
-    assert sqlite_path("sqlite:///rel/wf.stampede.db") == "rel/wf.stampede.db"
-    assert sqlite_path("sqlite:////abs/wf.stampede.db?replay=true") == "/abs/wf.stampede.db"
+    assert sqlite_path(EndpointURL.parse("sqlite:///rel/wf.stampede.db")) == "rel/wf.stampede.db"
+    assert sqlite_path(EndpointURL.parse("sqlite:////abs/wf.stampede.db?replay=true")) == "/abs/wf.stampede.db"
     with pytest.raises(EndpointError, match="expected sqlite:///relative.db"):
-        sqlite_path("sqlite://host/x.db")
+        sqlite_path(EndpointURL.parse("sqlite://host/x.db"))
     assert default_path("/run/0001/diamond-0.dag") == Path("/run/0001/diamond-0.stampede.db")
     cwd = os.getcwd()
     os.chdir(tmp_path)
@@ -213,7 +214,7 @@ def test_sqlite_double_load_changes_nothing(tmp_path: Path, golden: Path) -> Non
     asyncio.run(load(sqlite_url(db), events, 17))  # another process, other batch boundaries
 
     async def twice_in_one_endpoint() -> None:
-        endpoint = create_endpoint(sqlite_url(db))
+        endpoint = create_endpoint(EndpointURL.parse(sqlite_url(db)))
         await endpoint.open()
         for chunk in batches(events, 25) + batches(events, 64):
             await endpoint.write(chunk)
@@ -242,7 +243,7 @@ async def test_postgres_double_load_large_batches(pg_db: str, tmp_path: Path, go
     events = list(synthetic(golden, 8))
     await load(pg_db, events, 2000)
     await load(pg_db, events[:3000], 700)  # another process re-sends a prefix
-    endpoint = create_endpoint(pg_db)
+    endpoint = create_endpoint(EndpointURL.parse(pg_db))
     await endpoint.open()
     for chunk in batches(events, 1500) + batches(events, 2500):  # the same process twice
         await endpoint.write(chunk)
@@ -259,7 +260,7 @@ def test_sqlite_two_writers_interleaved(tmp_path: Path, golden: Path) -> None:
     db = tmp_path / "two.db"
 
     async def run() -> None:
-        a, b = create_endpoint(sqlite_url(db)), create_endpoint(sqlite_url(db))
+        a, b = create_endpoint(EndpointURL.parse(sqlite_url(db))), create_endpoint(EndpointURL.parse(sqlite_url(db)))
         await a.open()
         await b.open()
         for chunk_a, chunk_b in zip(batches(events[:half], 40), batches(events[half:], 40)):
@@ -493,7 +494,7 @@ async def test_postgres_reconnects_after_connections_are_cut(pg_db: str, tmp_pat
     """pg_terminate_backend mid-load (what a server restart does to clients): nothing lost, nothing doubled."""
     dbname = pg_db.rsplit("/", 1)[1]
     events = list(synthetic(golden, 6))
-    endpoint = create_endpoint(pg_db)
+    endpoint = create_endpoint(EndpointURL.parse(pg_db))
     await endpoint.open()
     admin = await asyncpg.connect(pg_db)
     cuts = 0
@@ -519,7 +520,7 @@ async def test_postgres_cut_during_a_write(pg_db: str, tmp_path: Path, golden: P
     """Connections cut while batches are in flight (not only between them)."""
     dbname = pg_db.rsplit("/", 1)[1]
     events = list(synthetic(golden, 6))
-    endpoint = create_endpoint(pg_db)
+    endpoint = create_endpoint(EndpointURL.parse(pg_db))
     await endpoint.open()
     admin = await asyncpg.connect(pg_db)
     stop = asyncio.Event()

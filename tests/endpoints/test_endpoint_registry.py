@@ -10,6 +10,7 @@ import pytest
 
 from streamer.endpoints import CLASSES, REGISTRY, EndpointError, Registry, create_endpoint, endpoint_class
 from streamer.endpoints.options import BUS, help_text
+from streamer.util.urls import EndpointURL
 
 ROOT = Path(__file__).resolve().parents[2]
 KNOWN = ("amqp, amqps, file, mariadb, mariadb+pymysql, mysql, mysql+asyncmy, mysql+mysqldb, mysql+pymysql, "
@@ -40,7 +41,7 @@ def test_every_endpoint_class_declares_its_options_and_help_lists_them() -> None
 
 def test_an_unknown_scheme_names_every_known_one() -> None:
     with pytest.raises(EndpointError, match=rf"^unknown endpoint scheme 'ftp' \(known: {KNOWN.replace('+', '[+]')}\)$"):
-        create_endpoint("ftp://host/x")
+        create_endpoint(EndpointURL.parse("ftp://host/x"))
 
 
 def test_a_scheme_imports_only_the_classes_up_to_its_own() -> None:

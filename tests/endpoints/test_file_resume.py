@@ -17,6 +17,7 @@ from streamer.endpoints import EndpointError, create_endpoint
 from streamer.endpoints.files import encode_batch
 from streamer.events import bp
 from streamer.sources.base import Batch
+from streamer.util.urls import EndpointURL
 
 LINES = [f"ts=2024-01-01T00:00:{i:02d}.000000Z event=stampede.xwf.meta level=Info xwf.id=ab key=k{i} value=v{i}"
          for i in range(30)]
@@ -36,7 +37,7 @@ def test_mark_is_taken_at_the_committed_position_not_at_the_acknowledged_batch(t
         saved.append((position, marks or {}))
 
     async def run() -> None:
-        endpoint = create_endpoint(f"file://{out}")
+        endpoint = create_endpoint(EndpointURL.parse(f"file://{out}"))
         bus = Bus([make_route(endpoint, codec=JSON_LINES)], commit=commit)
         await bus.start()
         await bus.publish(Batch(events(0, 10), position="after-10"))
@@ -52,7 +53,7 @@ def test_mark_is_taken_at_the_committed_position_not_at_the_acknowledged_batch(t
 
 
 def _open(url: str, mark: dict | None) -> object:
-    endpoint = create_endpoint(url)
+    endpoint = create_endpoint(EndpointURL.parse(url))
     if mark is not None:
         endpoint.resume(mark)
 
@@ -135,7 +136,7 @@ def test_a_small_write_does_not_wait_for_a_busy_executor_and_a_large_one_is_writ
         busy = ThreadPoolExecutor(max_workers=1)
         loop.set_default_executor(busy)
         loop.run_in_executor(None, release.wait)  # the only worker blocks
-        endpoint = create_endpoint(f"file://{out}")
+        endpoint = create_endpoint(EndpointURL.parse(f"file://{out}"))
         took = []
         try:
             await asyncio.wait_for(endpoint.open(), 2.0)

@@ -107,7 +107,7 @@ async def test_schema_is_pegasus_own(mysql_server: str) -> None:
     ours = f"streamer_test_{uuid.uuid4().hex[:12]}"
     theirs = f"streamer_test_{uuid.uuid4().hex[:12]}"
     try:
-        endpoint = create_endpoint(f"{mysql_server}/{ours}")
+        endpoint = create_endpoint(EndpointURL.parse(f"{mysql_server}/{ours}"))
         await endpoint.open()
         await endpoint.close()
         await _query(mysql_server, None, f'CREATE DATABASE "{theirs}"')
@@ -217,13 +217,13 @@ def test_bad_password_is_masked_and_clear(tmp_path: Path, mysql_server: str) -> 
 def test_url_forms() -> None:
     for url in ("mysql://u:p@db.example:3307/stampede", "mariadb://u:p@db.example:3307/stampede",
                 "mysql+pymysql://u:p@db.example:3307/stampede"):
-        endpoint = create_endpoint(url)
+        endpoint = create_endpoint(EndpointURL.parse(url))
         assert isinstance(endpoint, MySQLEndpoint)
         t = endpoint.target
         assert (t.host, t.port, t.user, t.password, t.database) == ("db.example", 3307, "u", "p", "stampede")
         assert "p@" not in endpoint.name
     with pytest.raises(Exception, match="give the database"):
-        create_endpoint("mysql://u@host/")
+        create_endpoint(EndpointURL.parse("mysql://u@host/"))
 
 
 @pytest.mark.corpus
@@ -231,7 +231,7 @@ async def test_connection_killed_between_batches_is_retried(golden: Path, mysql_
     """The server drops the endpoint's connection (KILL): it reconnects, rewrites the batch, and the
     rows are those of one clean load."""
     events = golden_events(golden, "process_wf_failure")
-    endpoint = create_endpoint(mysql_db)
+    endpoint = create_endpoint(EndpointURL.parse(mysql_db))
     await endpoint.open()
     server, database = mysql_db.rsplit("/", 1)
     chunks = [events[i:i + 25] for i in range(0, len(events), 25)]

@@ -17,6 +17,7 @@ import pytest
 from streamer.endpoints import create_endpoint
 from streamer.endpoints.db import pgbulk
 from streamer.endpoints.db.plan import Plan
+from streamer.util.urls import EndpointURL
 from tests.support import dbcompare
 from tests.support.dbstream import batches, golden_events, synthetic
 from tests.support.pghelp import pg_snapshot
@@ -59,7 +60,7 @@ class Recorder:
 
 
 async def _load(url: str, events: list[Any], size: int) -> Any:
-    endpoint = create_endpoint(url)
+    endpoint = create_endpoint(EndpointURL.parse(url))
     await endpoint.open()
     try:
         for chunk in batches(events, size):

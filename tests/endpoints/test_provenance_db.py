@@ -12,6 +12,7 @@ from streamer.endpoints import create_endpoint
 from streamer.endpoints.db.schema import provenance as provenance_schema
 from streamer.events import Event, bp, chimbuko
 from streamer.synth.provenance import generate
+from streamer.util.urls import EndpointURL
 
 import asyncpg
 
@@ -36,7 +37,7 @@ def expected_rows() -> dict[str, dict[str, dict[str, Any]]]:
 
 
 async def load(url: str, events: list[Event], size: int = 40) -> Any:
-    endpoint = create_endpoint(url)
+    endpoint = create_endpoint(EndpointURL.parse(url))
     await endpoint.open()
     try:
         for start in range(0, len(events), size):

@@ -21,6 +21,7 @@ import pytest
 
 from streamer.endpoints import EndpointError, create_endpoint
 from streamer.endpoints.layers.resilience import DEADLOCK, LOCK_TIMEOUT, RetryPolicy, RetryStats, TransientError, retrying
+from streamer.util.urls import EndpointURL
 from tests.support import dbcompare
 from tests.support.dbstream import golden_events
 from tests.endpoints.test_db import assert_same, golden_snapshot
@@ -39,7 +40,7 @@ async def test_postgres_deadlock_is_retried(pg_db: str, golden: Path) -> None:  
     assert len(lfns) >= 2
     first, last = lfns[0], lfns[-1]
 
-    endpoint = create_endpoint(pg_db)
+    endpoint = create_endpoint(EndpointURL.parse(pg_db))
     await endpoint.open()
     other = await asyncpg.connect(pg_db)
     try:
@@ -78,7 +79,7 @@ async def test_postgres_deadlock_is_retried(pg_db: str, golden: Path) -> None:  
 def test_sqlite_database_is_locked_is_retried(tmp_path: Path, golden: Path) -> None:
     events = golden_events(golden, "hierarchical_wf_success")
     db = tmp_path / "locked.db"
-    endpoint = create_endpoint(f"sqlite:///{db}?busy_timeout=0.1")
+    endpoint = create_endpoint(EndpointURL.parse(f"sqlite:///{db}?busy_timeout=0.1"))
     held = threading.Event()
 
     def hold_lock() -> None:

@@ -40,6 +40,7 @@ from streamer.endpoints.layers.spooling import Spooling
 from streamer.events import jsonenc
 from streamer.core.spool import Spool
 from streamer.synth import generate, iter_dagman_chunks
+from streamer.util.urls import EndpointURL
 from tests.endpoints.test_db import assert_same, golden_snapshot
 from tests.endpoints.test_mysql import mysql_db, mysql_snapshot  # noqa: F401 (a fixture)
 from tests.endpoints.test_faults import _mount_tmpfs, _rows_seen, clean_replay, follow_cmd, grow, ids_of
@@ -157,7 +158,7 @@ async def test_mysql_through_a_cut_connection_spools_and_replays_in_order(
     forwarder = Forwarder(MYSQL_HOST, MYSQL_PORT)
     proxied = await forwarder.start()
     url = mysql_db.replace(f"@{MYSQL_HOST}:{MYSQL_PORT}/", f"@127.0.0.1:{proxied}/")
-    endpoint = create_endpoint(f"{url}?spool={tmp_path / 'spool'}&spool_grace=0.5&retry_for=0.5")
+    endpoint = create_endpoint(EndpointURL.parse(f"{url}?spool={tmp_path / 'spool'}&spool_grace=0.5&retry_for=0.5"))
     assert isinstance(endpoint, Spooling)
     third = len(events) // 3
     try:
@@ -190,7 +191,7 @@ async def test_file_on_a_full_filesystem_spools_until_space_returns(golden: Path
     if not _mount_tmpfs(mnt, str(size // 3)):
         unavailable("mounting a tmpfs is not allowed here")
     out = mnt / "out.jsonl"
-    endpoint = create_endpoint(f"file://{out}?spool={tmp_path / 'spool'}&spool_grace=0")
+    endpoint = create_endpoint(EndpointURL.parse(f"file://{out}?spool={tmp_path / 'spool'}&spool_grace=0"))
     try:
         await endpoint.open()
         for start in range(0, len(events), 50):
@@ -223,7 +224,7 @@ async def test_amqp_spool_of_an_earlier_version_is_delivered_first(amqp_url: str
     exchange = unique("streamer-test-oldspool")
     async with Capture(amqp_url, exchange) as capture:
         await capture.start()
-        endpoint = create_endpoint(f"{amqp_url}/{exchange}?events=*&spool={spool_dir}")
+        endpoint = create_endpoint(EndpointURL.parse(f"{amqp_url}/{exchange}?events=*&spool={spool_dir}"))
         assert isinstance(endpoint, Spooling)
         await endpoint.open()
         await endpoint.write(events[40:])

@@ -18,6 +18,7 @@ from streamer.monitord.command import Watch, make_plan
 from streamer.monitord.notify import Matcher, read_notify
 from streamer.synth import generate
 from streamer.synth.notify import PLANNER, write_notify, write_recorder
+from streamer.util.urls import EndpointURL
 from tests.support.pghelp import fresh_database_sync
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -85,19 +86,19 @@ def test_properties_found_as_monitord_finds_them(tmp_path: Path) -> None:
                                      "some.unknown.key = whatever\n")
     plan = make_plan([out], home=str(home))
     assert plan.props.sources == [str(home / ".pegasusrc")]
-    assert [(s.url, s.events, s.options) for s in plan.endpoints] == [
+    assert [(s.url.raw, s.events, s.options) for s in plan.endpoints] == [
         (f"sqlite:///{run_dir}/synth-0.stampede.db", None, {}),
         ("amqp://u:secret@h/v/ex", None, {"confirm_timeout": 12.0, "drain_timeout": 300.0}),  # patient: signals never cut it
         ("file:///tmp/all.bp", "stampede.xwf.*", {}),
     ]
-    assert plan.notifications_timeout == 9 and plan.master_url == "sqlite:////tmp/master.db"
+    assert plan.notifications_timeout == 9 and plan.master_url.raw == "sqlite:////tmp/master.db"
     conf = tmp_path / "conf.properties"
     conf.write_text("pegasus.monitord.output = file:///tmp/o.jsonl\npegasus.monitord.arguments = --no-notifications -v\n")
     plan = make_plan(["-Dpegasus.catalog.master.url=sqlite:////tmp/m2.db", "--conf", str(conf), out], home=str(home))
     assert plan.props.sources == [str(conf), "-D"]  # --conf wins over ~/.pegasusrc, -D over both
-    assert [s.url for s in plan.endpoints] == ["file:///tmp/o.jsonl"]
+    assert [s.url.raw for s in plan.endpoints] == ["file:///tmp/o.jsonl"]
     assert not plan.notifications and plan.opts.verbose == 1  # from pegasus.monitord.arguments
-    assert plan.master_url == "sqlite:////tmp/m2.db"
+    assert plan.master_url.raw == "sqlite:////tmp/m2.db"
     assert make_plan(["-r", out], home=str(home)).notifications is False  # never in replay
     plan = make_plan(["-d", str(tmp_path / "x.bp"), "--no-events", out], home=str(home))
     assert plan.endpoints == [] and plan.master_url is None
@@ -311,7 +312,7 @@ def test_a_replay_that_resumes_keeps_what_the_interrupted_one_delivered(tmp_path
     # the interrupted replay: let go after its first checkpointed batch, as a crash or a signal leaves it
     options = RunOptions(progress=False, signals=False,
                          watch=lambda batch: source.detach() if batch.position is not None else None)
-    first = asyncio.run(Run(source, build_endpoints([EndpointSpec(url=f"file://{out}")]), options).run())
+    first = asyncio.run(Run(source, build_endpoints([EndpointSpec(url=EndpointURL.parse(f"file://{out}"))]), options).run())
     state = json.loads((run_dir / "streamer.state.json").read_text())
     assert first.exit_code == 0 and 0 < first.events and not state.get("complete")
     resumed = run_monitord(["-r", "--dest", f"file://{out}", "synth-0.dag.dagman.out"], run_dir, home)

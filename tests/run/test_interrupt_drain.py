@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from streamer.util.urls import EndpointURL
 
 EVENTS = "".join(f"ts=2023-03-03T23:11:0{i}.000000Z event=stampede.xwf.meta level=Info "
                  f"xwf.id=f84f05fc-a8d0-42b5-bac5-52d6f41a77e3 key=k{i} value=v\n" for i in range(3))
@@ -131,8 +132,8 @@ def test_the_first_ctrl_c_with_nothing_spooled_yet_says_so(tmp_path: Path) -> No
 
     async def run() -> tuple[str | None, str | None]:
         spool = tmp_path / "spool"
-        endpoint = create_endpoint(f"postgresql://postgres@127.0.0.1:9/nowhere?spool={spool}&drain_timeout=7"
-                                   "&retry_for=0.2")
+        endpoint = create_endpoint(EndpointURL.parse(f"postgresql://postgres@127.0.0.1:9/nowhere?spool={spool}&drain_timeout=7"
+                                   "&retry_for=0.2"))
         await endpoint.open()  # the server is away: the endpoint opens, spooling
         try:
             return waiting_for(endpoint), left_behind(endpoint)

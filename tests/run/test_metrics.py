@@ -14,6 +14,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from streamer.config.command import MetricsError, parse_address
+from streamer.util.urls import EndpointURL
 from tests.support.ownservers import free_port, own_rabbitmq
 from tests.support.commands import wait_for
 
@@ -155,7 +156,7 @@ def test_the_broker_node_in_use_is_a_metric(tmp_path: Path) -> None:
     from streamer.events.codec import JSON_LINES
     from streamer.run.metrics import Metrics
 
-    endpoint = create_endpoint(f"amqp://u:secret@h1,h3/%2F/wf?spool={tmp_path}")
+    endpoint = create_endpoint(EndpointURL.parse(f"amqp://u:secret@h1,h3/%2F/wf?spool={tmp_path}"))
     endpoint.node = "h3:5672"  # what connecting sets
     metrics, bus = Metrics(), Bus([make_route(endpoint, codec=JSON_LINES)])
     source = SimpleNamespace(node="h2:5682", name="amqp://c@h1:5681,h2:5682/%2F/q")

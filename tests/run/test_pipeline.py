@@ -14,6 +14,7 @@ from streamer.run.runmetrics import RunMetrics
 from streamer.run.wiring import build_endpoints
 from streamer.sources.base import Batch, Source
 from streamer.synth import generate
+from streamer.util.urls import EndpointURL
 
 
 class Asking(Source):
@@ -30,7 +31,7 @@ class Asking(Source):
 def test_the_run_gives_the_source_its_bus_as_downstream(tmp_path: Path) -> None:
     source = Asking()
     assert source.downstream is None and source.held_downstream() is False
-    endpoints = build_endpoints([EndpointSpec(url=f"file://{tmp_path / 'a.jsonl'}")])
+    endpoints = build_endpoints([EndpointSpec(url=EndpointURL.parse(f"file://{tmp_path / 'a.jsonl'}"))])
     result = asyncio.run(Run(source, endpoints, RunOptions(progress=False, signals=False)).run())
     assert result.exit_code == 0
     assert isinstance(source.downstream, Bus) and source.answers == [False]

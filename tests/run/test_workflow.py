@@ -11,6 +11,7 @@ from streamer.monitor.source import WorkflowSource
 from streamer.run.pipeline import RunOptions
 from streamer.run.workflow import WorkflowRun
 from streamer.synth import generate
+from streamer.util.urls import EndpointURL
 
 QUIET = RunOptions(progress=False, signals=False)
 
@@ -18,7 +19,7 @@ QUIET = RunOptions(progress=False, signals=False)
 def test_markers_only_where_the_run_writes_and_done_only_when_it_ended(tmp_path: Path) -> None:
     run_dir = generate(tmp_path / "wf", jobs=2, seed=0)
     started, done = run_dir / "monitord.started", run_dir / "monitord.done"
-    out = [EndpointSpec(url=f"file://{tmp_path / 'events.jsonl'}")]
+    out = [EndpointSpec(url=EndpointURL.parse(f"file://{tmp_path / 'events.jsonl'}"))]
     elsewhere = WorkflowRun(WorkflowSource(run_dir), replay=True, here=False)
     assert asyncio.run(elsewhere.run(out, QUIET)).exit_code == 0
     assert not started.exists() and not done.exists()
@@ -33,7 +34,7 @@ def test_markers_only_where_the_run_writes_and_done_only_when_it_ended(tmp_path:
 def test_a_replay_starts_its_outputs_afresh_unless_it_resumes(tmp_path: Path) -> None:
     run_dir = generate(tmp_path / "wf", jobs=4, seed=0)
     out = tmp_path / "events.jsonl"
-    specs = [EndpointSpec(url=f"file://{out}")]
+    specs = [EndpointSpec(url=EndpointURL.parse(f"file://{out}"))]
     first = WorkflowRun(WorkflowSource(run_dir), replay=True)
     assert asyncio.run(first.decide(None)) is False
     assert asyncio.run(first.run(specs, QUIET)).exit_code == 0

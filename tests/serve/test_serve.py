@@ -269,9 +269,9 @@ def test_deploy_serve_config_example_is_valid(tmp_path: Path) -> None:
     serve = load_serve_config(args)
     assert serve.roots == [tmp_path.resolve()]
     assert serve.workflow_dest == ["sqlite"] and serve.jobstate
-    assert [s.url for s in serve.shared] == ["amqp://streamer@broker.example.org:5672/pegasus/workflows"]
+    assert [s.url.raw for s in serve.shared] == ["amqp://streamer@broker.example.org:5672/pegasus/workflows"]
     specs = serve.workflow_specs("/runs/r1", "diamond-0", "u", "sqlite:////runs/r1/diamond-0.stampede.db")
-    assert [s.url for s in specs] == ["sqlite:////runs/r1/diamond-0.stampede.db"]
+    assert [s.url.raw for s in specs] == ["sqlite:////runs/r1/diamond-0.stampede.db"]
     unit = (example.parent / "streamer-serve.service").read_text()
     assert "streamer serve --config /etc/streamer/streamer.toml" in unit and "ExecReload=/bin/kill -HUP" in unit
 

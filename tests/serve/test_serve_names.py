@@ -70,12 +70,12 @@ def test_every_unsafe_value_refuses_the_templated_endpoint_only(uuid: str, tmp_p
     config = ServeConfig(workflow_dest=[f"file://{tmp_path}/{{wf_uuid}}.jsonl", "sqlite",
                                         f"file://{tmp_path}/{{dag}}.bp"])
     specs = config.workflow_specs(str(tmp_path), "synth-0", uuid, f"sqlite:///{tmp_path}/synth-0.stampede.db")
-    assert [s.url for s in specs] == [f"sqlite:///{tmp_path}/synth-0.stampede.db", f"file://{tmp_path}/synth-0.bp"]
+    assert [s.url.raw for s in specs] == [f"sqlite:///{tmp_path}/synth-0.stampede.db", f"file://{tmp_path}/synth-0.bp"]
 
 
 def test_safe_values_fill_the_templates(tmp_path: Path) -> None:
     config = ServeConfig(workflow_dest=[f"file://{tmp_path}/{{wf_uuid}}-{{dag}}.jsonl"])
     specs = config.workflow_specs(str(tmp_path), "black-diamond_0.x", UUID, "sqlite:///x.db")
-    assert [s.url for s in specs] == [f"file://{tmp_path}/{UUID}-black-diamond_0.x.jsonl"]
+    assert [s.url.raw for s in specs] == [f"file://{tmp_path}/{UUID}-black-diamond_0.x.jsonl"]
     with pytest.raises(ConfigError, match="bad template"):
         ServeConfig(workflow_dest=["file:///x/{nope}.jsonl"]).workflow_specs("/s", "d", UUID, "sqlite:///x.db")

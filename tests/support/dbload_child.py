@@ -19,6 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: streamer and tests
 
 from streamer.endpoints import create_endpoint  # noqa: E402
+from streamer.util.urls import EndpointURL
 from tests.support.dbstream import batches, synthetic  # noqa: E402
 
 
@@ -27,7 +28,7 @@ async def main() -> None:
     checkpoint = Path(sys.argv[5]) if len(sys.argv) > 5 else None
     start = int(checkpoint.read_text()) + 1 if checkpoint and checkpoint.exists() else 0
     chunks = batches(list(synthetic(golden, copies)), size)
-    endpoint = create_endpoint(url)
+    endpoint = create_endpoint(EndpointURL.parse(url))
     await endpoint.open()
     for index in range(start, len(chunks)):
         await endpoint.write(chunks[index])

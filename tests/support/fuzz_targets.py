@@ -186,7 +186,7 @@ def run_yaml_subset(data: bytes) -> None:
     source = text(data)
     try:
         yamlguard.check(source)
-        reference = yaml.load(source, Loader=kickstart._Loader)
+        reference = yaml.load(source, Loader=yamlguard.Loader)
     except (yaml.YAMLError, yamlguard.TooDeep, ValueError, TypeError, RecursionError):
         return
     try:

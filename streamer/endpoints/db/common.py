@@ -23,11 +23,12 @@ endpoint's next writes, which may bring the parents, go on meanwhile.
 from __future__ import annotations
 
 import logging
-import asyncio
+import math
 import time
 from collections import deque
 from typing import Any, Awaitable, Callable
 
+from streamer.core.retry import Backoff
 from streamer.events import Event
 from streamer.endpoints.db.loader import Loader
 from streamer.endpoints.db.plan import Plan
@@ -107,12 +108,11 @@ class WriteStats:
         writes go on, and they may bring the parents themselves (a killed collector's redelivered
         messages reach the survivor after the later events that hang on them). A checkpoint that kept
         the lock while it waited kept those parents out until the wait ran out: the events were refused."""
-        delay = 0.05
+        waits = Backoff(first=0.05, cap=1.0).waits()
         while self.waiting():
-            left = self.hold_since() + wait - time.monotonic() if self.holding else delay
+            left = self.hold_since() + wait - time.monotonic() if self.holding else math.inf
             if left > 0:
-                await asyncio.sleep(min(delay, left))
-                delay = min(delay * 2, 1.0)
+                await waits.wait(at_most=left)
             await retry()
 
     def as_dict(self) -> dict[str, Any]:

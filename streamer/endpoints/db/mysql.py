@@ -28,11 +28,11 @@ import getpass
 import logging
 from dataclasses import dataclass
 from typing import Any, Sequence
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote
 
 from streamer.events import Event
 from streamer.util import safenames
-from streamer.util.urls import EndpointURL, mask
+from streamer.util.urls import EndpointURL, Host, mask
 from streamer.endpoints.db.schema import version as schema_version
 from streamer.endpoints.db.schema import stampede as schema
 from streamer.endpoints.db.schema import mysql as mysql_schema
@@ -94,21 +94,19 @@ class MySQLTarget:
 
 
 def parse_target(url: EndpointURL) -> MySQLTarget:
-    parts = urlsplit(url.base)
-    database = unquote(parts.path.lstrip("/"))
+    database = unquote(url.path.lstrip("/"))
     if not database or "/" in database:
         raise EndpointError(f"{url.masked}: give the database as the URL's path (mysql://user@host/database)")
     try:
         safenames.sql_identifier(database, "database")
     except safenames.UnsafeName as exc:
         raise EndpointError(f"{url.masked}: {exc}") from None
+    host = url.hosts[0] if url.hosts else Host("")
     try:
-        port = parts.port or 3306
+        port = host.port_number(3306) or 3306
     except ValueError:
         raise EndpointError(f"{url.masked}: bad port") from None
-    return MySQLTarget(parts.hostname or "localhost", port,
-                       unquote(parts.username) if parts.username else getpass.getuser(),
-                       unquote(parts.password) if parts.password is not None else None, database)
+    return MySQLTarget(host.name or "localhost", port, url.user or getpass.getuser(), url.password, database)
 
 
 def _code(exc: BaseException) -> int | None:

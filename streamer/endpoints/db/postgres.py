@@ -73,7 +73,7 @@ class PostgresEndpoint(Endpoint):
         super().__init__(url, options)
         if asyncpg is None:
             raise EndpointError("postgresql:// needs the asyncpg package")
-        self.dsn = url.base.replace("postgres://", "postgresql://", 1)
+        self.dsn = url.pg_dsn
         self.stats = WriteStats()
         # Bigger transactions pay the commit and the per-statement costs less often.
         self.options.setdefault("batch", 20_000)

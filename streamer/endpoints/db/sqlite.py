@@ -57,13 +57,12 @@ def writer_pool() -> ThreadPoolExecutor:
         return _writer_pool
 
 
-def sqlite_path(url: EndpointURL | str) -> str:
+def sqlite_path(url: EndpointURL) -> str:
     """The file of a `sqlite:` URL (SQLAlchemy's convention: 3 slashes relative, 4 absolute)."""
-    raw = url.raw if isinstance(url, EndpointURL) else url
-    base = raw.split("?", 1)[0].split("#", 1)[0]
-    if not base.startswith("sqlite:///"):
+    base = f"{url.scheme}://{url.netloc}{url.path}"
+    if url.scheme != "sqlite" or url.netloc or not url.path.startswith("/"):
         raise EndpointError(f"bad SQLite URL {base!r}: expected sqlite:///relative.db or sqlite:////abs.db")
-    path = base[len("sqlite:///"):]
+    path = url.path[1:]
     if not path:
         raise EndpointError(f"SQLite URL {base!r} names no file")
     return path
