@@ -199,7 +199,7 @@ class QueueSource(Source):
         while True:
             try:
                 self._connection = await connect(self.target, self.options, name="streamer collector",
-                                                 after=self.node or None)
+                                                 after=self.node or None, raw_deliveries=True)
                 self.node = node_of(self._connection)
                 self._generation += 1
                 return True
@@ -231,7 +231,7 @@ class QueueSource(Source):
             for key in binding_keys(self.options.get("routing")):
                 await queue.bind(exchange, routing_key=key)
         deliveries = Deliveries(await channel.get_underlay_channel(), self.name,
-                                getattr(self._connection, "receiver", None))
+                                getattr(self._connection, "receiver", None))  # connected with raw_deliveries
         await deliveries.consume(queue.name, self._consume_arguments())
         self._deliveries = deliveries
         return deliveries
