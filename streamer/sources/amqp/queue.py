@@ -273,7 +273,7 @@ class QueueSource(Source):
                     if not done:
                         if await self._widen_window():
                             quiet_since = time.monotonic()
-                        elif (self.idle is not None and not self._unacknowledged()
+                        elif (self.idle is not None and not self._waiting_for_endpoints()
                               and time.monotonic() - max(quiet_since, self._last_ack) >= self.idle):
                             log.info("%s: no message for %g s: done", self.name, self.idle)
                             break
@@ -299,12 +299,15 @@ class QueueSource(Source):
         finally:
             stop.cancel()
 
-    def _unacknowledged(self) -> bool:
-        """Messages of this connection handed to the endpoints are not acknowledged yet: the collector is waiting
-        for its endpoints (a full prefetch window delivers nothing more until they commit), not for the queue,
-        so `idle` does not count (it ended collectors whose database took longer than `idle` to write a batch,
-        their queue still full: exit 0 and rows missing)."""
-        return self._yielded > self._gen_acked
+    def _waiting_for_endpoints(self) -> bool:
+        """Messages of this connection handed to the endpoints are not acknowledged yet, and an endpoint is still
+        writing them: the collector waits for its endpoints (a full prefetch window delivers nothing more until
+        they commit), not for the queue, so `idle` does not count (it ended collectors whose database took longer
+        than `idle` to write a batch, their queue still full: exit 0 and rows missing). An endpoint that failed
+        writes nothing more: idle counts then, as before."""
+        if self._yielded <= self._gen_acked:
+            return False
+        return self.downstream is None or self.downstream.writing()
 
     async def _gather(self, deliveries: Deliveries, stop: Any, closed: Any) -> list[Delivery]:
         """The deliveries waiting and those after them: up to `batch_max`, or what came within `linger` seconds
