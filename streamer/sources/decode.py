@@ -18,9 +18,6 @@ import orjson
 from streamer.events import bp, chimbuko, constraints, jsonenc
 from streamer.events.event import Event
 
-JSON_SUFFIXES = (".jsonl", ".json", ".ndjson")
-"""Files whose lines are JSON: a line that is not is reported as such (not with the BP parser's reason)."""
-
 
 def decode_line(raw: bytes | str, *, json_file: bool = False) -> Event | None:
     """One line -> Event; None for a blank or `#` comment line. Raises ValueError with the reason.

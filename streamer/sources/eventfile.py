@@ -22,7 +22,8 @@ from typing import Any, AsyncIterator, Callable, Sequence
 from streamer.util import checkpoint as checkpoints
 from streamer.events import Event
 from streamer.sources.base import Batch, Source, SourceError
-from streamer.sources.decode import JSON_SUFFIXES, decode_lines
+from streamer.events.jsonenc import JSON_SUFFIXES
+from streamer.sources.decode import decode_lines
 from streamer.sources.follow import Chunk, FileFollower, FilePosition
 
 log = logging.getLogger("streamer.source")
