@@ -32,6 +32,7 @@ import aio_pika
 from streamer.amqp import frames
 from streamer.amqp.errors import classify
 from streamer.core.options import is_true
+from streamer.core.retry import raise_if_cancelled
 from streamer.util.urls import EndpointURL, mask
 
 CONNECT_TIMEOUT = 10.0
@@ -205,7 +206,7 @@ async def connect(target: AMQPTarget, options: dict[str, Any], *, name: str = "s
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # refused, DNS, TLS, timeout: "not now"; auth, vhost: permanent
-            _raise_if_cancelled(exc)
+            raise_if_cancelled(exc)
             reason, permanent = classify(exc, target)
             if permanent:
                 where = f" ({node})" if target.more else ""
@@ -220,16 +221,6 @@ async def connect(target: AMQPTarget, options: dict[str, Any], *, name: str = "s
             log.info("%s: connected to %s", name, node)
         return connection
     raise BrokerUnavailable(f"cannot connect to {target.display}: {'; '.join(failures)}")
-
-
-def _raise_if_cancelled(exc: BaseException) -> None:
-    """CancelledError when this task was cancelled: Python 3.11's `asyncio.wait_for` gives the awaited
-    connect's own failure instead when both come in one turn of the loop (the broker resetting the connection
-    as a signal stops the run). Taken for "not now", that cancellation was lost: the spool's drainer went on
-    reconnecting and `load` did not end after SIGTERM (test_spooling's mistyped-port test, now and then)."""
-    task = asyncio.current_task()
-    if task is not None and task.cancelling():
-        raise asyncio.CancelledError() from exc
 
 
 def closed_future(connection: aio_pika.abc.AbstractConnection) -> asyncio.Future[None]:

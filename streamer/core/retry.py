@@ -121,6 +121,17 @@ class Attempts:
         return policy.delay(self.tries)
 
 
+def raise_if_cancelled(exc: BaseException) -> None:
+    """CancelledError (from `exc`) when the running task is being cancelled. Python 3.11's `asyncio.wait_for`
+    hands back the awaited operation's own failure instead of the cancellation when both come in one turn of
+    the loop (a broker resetting a reconnect as SIGTERM stops the run); a retry loop that took that failure for
+    "not now" lost the cancellation and went on retrying (`load --follow` did not end after SIGTERM). Every retry
+    loop calls this before it retries."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError() from exc
+
+
 async def retrying(name: str, what: str, attempt: Callable[[], Awaitable[Any]], policy: RetryPolicy,
                    stats: RetryStats | None = None,
                    between: Callable[[str], Awaitable[None]] | None = None,
@@ -138,6 +149,7 @@ async def retrying(name: str, what: str, attempt: Callable[[], Awaitable[Any]], 
                 await between(kind)
             return await attempt()
         except TransientError as exc:
+            raise_if_cancelled(exc)
             kind = exc.kind
             await asyncio.sleep(attempts.failed(exc))
 

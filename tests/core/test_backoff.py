@@ -8,7 +8,7 @@ import itertools
 import logging
 import random
 
-from streamer.core.retry import Backoff
+from streamer.core.retry import Backoff, RetryPolicy, TransientError, retrying
 
 
 def test_delays_double_up_to_the_cap_without_jitter() -> None:
@@ -64,3 +64,25 @@ def test_at_most_shortens_one_wait_but_not_the_sequence() -> None:
         return ok, next(waits._delays)
 
     assert asyncio.run(main()) == (True, 7200.0)
+
+
+async def test_retrying_ends_cancelled_when_the_cancel_came_with_the_attempt_s_failure() -> None:
+    """A cancellation that Python 3.11's wait_for turned into the attempt's own failure is not retried away."""
+    attempts: list[float] = []
+    task: list[asyncio.Task[object]] = []
+
+    async def attempt() -> None:
+        attempts.append(asyncio.get_running_loop().time())
+        async def fails() -> None:
+            task[0].cancel()  # the caller is cancelled in the same turn as ...
+            raise TransientError("connection", "reset by peer")  # ... the attempt fails
+        await asyncio.wait_for(fails(), 5)
+
+    policy = RetryPolicy(retry_for=60, first_delay=0.01, max_delay=0.01, quiet_for=60)
+    task.append(asyncio.create_task(retrying("x", "a write", attempt, policy)))
+    try:
+        await asyncio.wait_for(asyncio.shield(task[0]), 5)
+    except asyncio.CancelledError:
+        pass
+    assert task[0].cancelled()
+    assert len(attempts) == 1, "retried after the cancellation"
