@@ -236,6 +236,8 @@ def format_event(event: Event, *, with_id: bool = True) -> str:
 
 def join(events: list[Event]) -> bytes:
     """The BP lines of `events` (`format_event`), each ended by a newline, in UTF-8."""
+    if not events:
+        return b""  # no line, no newline (both paths)
     if _fast is not None:
         data = _fast.join_lines(events)  # events read from BP, ids computed: their lines joined in C
         if data is None:  # some lack their BP text or id: cache them, then join again

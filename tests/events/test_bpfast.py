@@ -104,6 +104,10 @@ def test_format_agrees_with_python_or_declines(fields: dict) -> None:
         assert got == bp._format_python("ts=x event=e level=Info", fields)
 
 
+def test_an_empty_batch_is_no_bytes() -> None:
+    assert bp.join([]) == b"" == fast.join_lines([])
+
+
 def test_format_examples() -> None:
     fields = {"ts": 1.5, "level": "Error", "s": "a b", "e": "", "q": 'x"\\\n', "i": 7, "big": 2**80,
               "f": 0.1, "t": True, "n": None}
