@@ -277,7 +277,8 @@ async def test_load_to_a_mistyped_broker_port_fails_fast_and_the_corrected_run_d
     port = await forwarder.start()
     forwarder.up = True
     away = f"amqp://guest:guest@127.0.0.1:{port}/%2F/{exchange}?events=*&retry_max=0.5"
-    run = subprocess.Popen([sys.executable, "-m", "streamer", "load", str(second), "--follow", "--dest", away],
+    run = subprocess.Popen([sys.executable, "-X", "faulthandler", "-m", "streamer", "load", "-v", str(second),
+                            "--follow", "--dest", away],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         async with Capture(amqp_url, exchange) as capture:
@@ -295,7 +296,14 @@ async def test_load_to_a_mistyped_broker_port_fails_fast_and_the_corrected_run_d
             else:
                 raise AssertionError("nothing spooled while the broker was away")
             run.send_signal(signal.SIGTERM)
-            _, err = await asyncio.to_thread(run.communicate, timeout=60)  # not drain_timeout's 300 s
+            try:
+                _, err = await asyncio.to_thread(run.communicate, timeout=60)  # not drain_timeout's 300 s
+            except subprocess.TimeoutExpired:
+                run.send_signal(signal.SIGQUIT)  # faulthandler (-X faulthandler): where it hung, on its stderr
+                await asyncio.sleep(1)
+                run.kill()
+                _, err = await asyncio.to_thread(run.communicate)
+                raise AssertionError(f"load --follow did not end 60 s after SIGTERM; its stderr:\n{err}") from None
             assert "5 events an earlier run spooled" in err and "4 events stay" in err, err
 
             right = f"{amqp_url}/{exchange}?events=*"

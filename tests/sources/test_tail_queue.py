@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import subprocess
 import sys
+import threading
 
 import aio_pika
 import pytest
@@ -40,9 +42,9 @@ async def test_filtered_tail_of_a_shared_queue_leaves_every_message(amqp_url: st
         tail = subprocess.Popen([sys.executable, "-m", "streamer", "tail", f"{amqp_url}/{exchange}", "--queue", queue,
                                  "--events", "stampede.xwf.*", "--format", "bp"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            out, err = tail.communicate(timeout=8)
-        except subprocess.TimeoutExpired:  # today's code: it follows the queue (after deleting it all)
+        try:  # it ends by itself at once; the timeout only bounds a tail that follows the queue instead
+            out, err = tail.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
             tail.send_signal(signal.SIGINT)
             out, err = tail.communicate(timeout=20)
         assert await _depth(channel, queue) == 5  # nothing taken from the queue's other readers
@@ -52,14 +54,28 @@ async def test_filtered_tail_of_a_shared_queue_leaves_every_message(amqp_url: st
         # the whole queue, explicitly: every message shown, then consumed
         whole = subprocess.Popen([sys.executable, "-m", "streamer", "tail", f"{amqp_url}/{exchange}", "--queue",
                                   queue, "--format", "bp"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            whole.communicate(timeout=5)
-        except subprocess.TimeoutExpired:
-            whole.send_signal(signal.SIGINT)
-            out, err = whole.communicate(timeout=20)
+        # it follows the queue: interrupted once it showed the five (a slow start must not cut it short)
+        shown = await asyncio.to_thread(_lines_of, whole, 5, 60)
+        whole.send_signal(signal.SIGINT)
+        rest, err = whole.communicate(timeout=30)
+        out = "".join(shown) + rest
         assert [bp.parse_line(line).id for line in out.splitlines()] == [bp.parse_line(line).id for line in LINES]
         assert await _depth(channel, queue) == 0
     finally:
         await channel.queue_delete(queue)
         await channel.exchange_delete(exchange)
         await connection.close()
+
+
+def _lines_of(process: subprocess.Popen[str], count: int, timeout: float) -> list[str]:
+    """The first `count` lines `process` prints (fewer if it ends; killed after `timeout` seconds)."""
+    assert process.stdout is not None
+    timer = threading.Timer(timeout, process.kill)
+    timer.start()
+    try:
+        lines = []
+        while len(lines) < count and (line := process.stdout.readline()):
+            lines.append(line)
+        return lines
+    finally:
+        timer.cancel()
