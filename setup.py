@@ -54,6 +54,8 @@ MYPYC = [  # the modules mypyc compiles (docs/internals/performance.md, "Compile
     "streamer/events/bp.py",
     "streamer/events/canonical.py",
     "streamer/events/event.py",
+    "streamer/events/constraints.py",
+    "streamer/sources/decode.py",
     "streamer/util/tail.py",
 ]
 

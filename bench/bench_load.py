@@ -41,6 +41,8 @@ def build_input(shared: Path, target: int, out: Path) -> int:
     lines: list[str] = []
     for path in sorted((shared / "corpus" / "bp").glob("*.bp")) + sorted((shared / "golden").glob("*.bp")):
         lines.extend(line for line in path.read_text().splitlines() if line.strip())
+    if not lines:  # else the loop below writes empty lines for ever
+        raise SystemExit(f"no event lines in {shared}/corpus/bp/*.bp or {shared}/golden/*.bp (give --shared DIR)")
     block = "\n".join(lines) + "\n"
     count = 0
     with open(out, "w") as handle:

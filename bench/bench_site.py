@@ -26,8 +26,9 @@ broker (the cluster's own `beam.smp` processes, reaped children included; with `
 machine, an upper bound) and PostgreSQL (that server's postmaster and backends, reaped backends included: every
 backend of the server works for the run, plus the lock sampler's own). Then summed peak RSS, the load average,
 waits on the per-workflow batch lock (`pghelp.LockWaits`, sampled every 0.1 s) and the rows check (every site
-database equals the round's direct load, `pghelp.rows_diff`; one that differs is dumped, `pg_dump -Fc`, into the
-work directory beside the mode's logs). Medians of `--rounds`. Last, the capacity a site of
+database equals the round's direct load, `pghelp.rows_diff`, which names every table that differs before their
+rows, and the partition queues are empty once their collectors ended; a database that differs is dumped, `pg_dump
+-Fc`, into the work directory beside the mode's logs). Medians of `--rounds`. Last, the capacity a site of
 `--site-rate` events/s needs, from the C-partition figures (`capacity`), the CPU the cluster burns idle (measured
 for 15 s before the first round) taken off the broker's. `--json OUT` writes every figure.
 `--reference TREE` runs another checkout's streamer the same way (before/after in one run).
@@ -84,6 +85,8 @@ class Result:
     lock_waits: int = 0
     lock_samples: int = 0
     rows_equal: bool | None = None
+    left: int = 0
+    """Messages left in the partition queues once the collectors ended (a collector that stopped early)."""
 
 
 # ---------------------------------------------------------------- measuring the servers
@@ -194,6 +197,22 @@ async def _declare_shared(amqp: str, exchange: str, remove: bool = False) -> Non
         await queue.bind(source, "#")
 
 
+async def _left_in(amqp: str, queue_urls: list[str]) -> int:
+    """Messages left in the partition queues after their collectors ended (0 unless one ended early): asked of
+    the first node."""
+    import aio_pika
+
+    head, _, rest = amqp.partition("@")
+    hosts, _, vhost = rest.partition("/")
+    async with await aio_pika.connect(f"{head}@{hosts.split(',')[0]}/{vhost}") as conn:
+        channel = await conn.channel()
+        left = 0
+        for url in dict.fromkeys(queue_urls):
+            name = url.rsplit("/", 1)[1].split("?", 1)[0]
+            left += (await channel.declare_queue(name, passive=True)).declaration_result.message_count or 0
+        return left
+
+
 def tree_env(tree: Path) -> dict[str, str]:
     env = dict(os.environ, PYTHONPATH=str(tree))
     env.pop("PYTHONDONTWRITEBYTECODE", None)
@@ -237,8 +256,12 @@ def run_mode(site: Site, tree: Path, label: str, files: list[Path], events: int,
         pub = run_measured(all_at_once(pubs), site.work, site.work / f"{name}-publishers.log", env)
         colls = [[py, "-m", "streamer", "load", queue, "--dest", db] for queue in queues]  # their summaries kept
         run, waits = asyncio.run(_collect(all_at_once(colls), db, site, site.work / f"{name}-collectors.log", env))
-        if site.local:
+        if site.local:  # its one queue went with its last consumer
             asyncio.run(_declare_shared(site.amqp, exchange, remove=True))
+        else:
+            result.left = asyncio.run(_left_in(site.amqp, queues))
+            if result.left:
+                print(f"{label}: {result.left} messages left in the queues after the collectors ended", flush=True)
         result.tiers["publishers"] = Tier(pub.cpu, pub.rss_sum_kib, pub.wall)
         result.tiers["collectors"] = Tier(run.cpu, run.rss_sum_kib, run.wall - IDLE)
         walls = {"broker": pub.wall + run.wall - IDLE, "postgresql": run.wall - IDLE}
@@ -251,7 +274,7 @@ def run_mode(site: Site, tree: Path, label: str, files: list[Path], events: int,
             subprocess.run(["pg_dump", "-Fc", "-f", str(dump), db], check=False)
             print(f"{label}: rows differ from the direct load (database dumped to {dump}, logs "
                   f"{site.work}/{name}-*.log):\n{diff[:3000]}", flush=True)
-        result.rows_equal = not diff
+        result.rows_equal = not diff and not result.left
     return result, db
 
 

@@ -20,6 +20,7 @@ connection (`node_of`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import ssl
 from dataclasses import dataclass
@@ -146,7 +147,8 @@ class _Connection(aio_pika.Connection):
     node = ""
     """`host:port` of the broker this connection is to."""
     receiver: frames.FrameReceiver | None = None
-    """Its frame reader (`amqp/frames.py`: a consumer taps its channel there)."""
+    """Its buffered frame reader (`amqp/frames.py`: the collector's consumer taps its channel there), when it
+    was opened with `raw_deliveries`; None when it reads with aiormq's own."""
 
     """aio-pika's connection, closed when connecting fails: else the garbage collector finalises it later,
     possibly in a worker thread where it can only print `RuntimeWarning: coroutine 'Connection.close' was
@@ -177,10 +179,13 @@ def node_of(connection: Any) -> str:
 
 
 async def connect(target: AMQPTarget, options: dict[str, Any], *, name: str = "streamer",
-                  after: str | None = None) -> aio_pika.abc.AbstractConnection:
+                  after: str | None = None, raw_deliveries: bool = False) -> aio_pika.abc.AbstractConnection:
     """A plain (non-robust) aio-pika connection to the first broker that answers (`failover_order`):
     reconnecting is the caller's job. BrokerUnavailable when none does (permanent if one refused for good:
-    a wrong password or vhost is wrong on every node of a cluster)."""
+    a wrong password or vhost is wrong on every node of a cluster).
+
+    `raw_deliveries`: the connection reads with `amqp/frames.FrameReceiver` (its `receiver`), whose tapped
+    channels take deliveries raw: the collector's. Any other connection reads with aiormq's own reader."""
     timeout = float(options.get("connect_timeout", CONNECT_TIMEOUT))
     kwargs: dict[str, Any] = dict(
         login=target.user, password=target.password, virtualhost=target.vhost, timeout=timeout,
@@ -189,16 +194,18 @@ async def connect(target: AMQPTarget, options: dict[str, Any], *, name: str = "s
     if target.tls:
         kwargs.update(ssl=True, ssl_context=tls_context(options))
     failures: list[str] = []
-    frames.install()
     for host, port in failover_order(target, after):
         node = node_name(host, port)
         try:
-            with frames.capture() as receivers:
+            readers: contextlib.AbstractContextManager[list[frames.FrameReceiver]] = (
+                frames.capture() if raw_deliveries else contextlib.nullcontext([]))
+            with readers as receivers:
                 connection = await asyncio.wait_for(
                     aio_pika.connect(host=host, port=port, **kwargs, connection_class=_Connection), timeout + 1)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # refused, DNS, TLS, timeout: "not now"; auth, vhost: permanent
+            _raise_if_cancelled(exc)
             reason, permanent = classify(exc, target)
             if permanent:
                 where = f" ({node})" if target.more else ""
@@ -213,6 +220,16 @@ async def connect(target: AMQPTarget, options: dict[str, Any], *, name: str = "s
             log.info("%s: connected to %s", name, node)
         return connection
     raise BrokerUnavailable(f"cannot connect to {target.display}: {'; '.join(failures)}")
+
+
+def _raise_if_cancelled(exc: BaseException) -> None:
+    """CancelledError when this task was cancelled: Python 3.11's `asyncio.wait_for` gives the awaited
+    connect's own failure instead when both come in one turn of the loop (the broker resetting the connection
+    as a signal stops the run). Taken for "not now", that cancellation was lost: the spool's drainer went on
+    reconnecting and `load` did not end after SIGTERM (test_spooling's mistyped-port test, now and then)."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError() from exc
 
 
 def closed_future(connection: aio_pika.abc.AbstractConnection) -> asyncio.Future[None]:

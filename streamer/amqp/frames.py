@@ -11,8 +11,11 @@ confirms, heartbeats, replies) is decoded by pamqp and handed to aiormq exactly 
 aiormq counts time since the last frame it saw to find a stuck connection; while deliveries are taken here it
 sees none, so a heartbeat frame is handed to it at least every `KEEPALIVE` seconds of taken deliveries.
 
-`install()` makes aiormq's connections use this reader (it names its reader class at connect time);
-`capture()` gives the reader of the connection opened while it is active (`amqp/connection.connect`).
+Only the connections opened inside `capture()` read with it (`amqp/connection.connect(..., raw_deliveries=True)`,
+the collector's); every other connection (publishers, `tail`, `status`) reads with aiormq's own reader. aiormq
+names its reader class when a connection connects: `_install()` puts `_reader_for` there once, which gives this
+reader inside `capture()` and aiormq's own everywhere else (decided by a context variable, so a publisher
+connecting at the same moment as the collector in another task is not affected).
 """
 
 from __future__ import annotations
@@ -45,14 +48,12 @@ class Tap(Protocol):
     def add(self, tag: int, body: bytes, header: bytes) -> None: ...
 
 
-def properties(header: Any) -> Any:
-    """The message properties (`headers`, `message_id`, …) of a raw content header payload (decoded only when
-    asked), or of a pamqp header's properties as they are."""
-    if isinstance(header, (bytes, bytearray)):
-        decoded = ContentHeader()
-        decoded.unmarshal(bytes(header))
-        return decoded.properties
-    return header
+def properties(header: bytes) -> Any:
+    """The message properties (`headers`, `message_id`, …) of a raw content header payload, decoded only when
+    asked."""
+    decoded = ContentHeader()
+    decoded.unmarshal(bytes(header))
+    return decoded.properties
 
 
 class FrameReceiver(aiormq.connection.FrameReceiver):
@@ -150,14 +151,27 @@ class FrameReceiver(aiormq.connection.FrameReceiver):
         return False
 
 
-def install() -> None:
-    """aiormq connections opened from now on read with `FrameReceiver` (idempotent)."""
-    aiormq.connection.FrameReceiver = FrameReceiver  # type: ignore[misc]
+_AIORMQ_RECEIVER = aiormq.connection.FrameReceiver
+"""aiormq's own reader: every connection not opened inside `capture()` reads with it."""
+
+
+def _reader_for(reader: asyncio.StreamReader) -> Any:
+    """The reader of a connection aiormq opens: this module's inside `capture()`, aiormq's own elsewhere."""
+    if _captured.get() is None:
+        return _AIORMQ_RECEIVER(reader)
+    return FrameReceiver(reader)
+
+
+def _install() -> None:
+    """aiormq asks `_reader_for` for the reader of each connection it opens from now on (idempotent)."""
+    aiormq.connection.FrameReceiver = _reader_for  # type: ignore[misc, assignment]
 
 
 @contextlib.contextmanager
 def capture() -> Iterator[list[FrameReceiver]]:
-    """The frame readers created while active (in this task and the tasks it starts)."""
+    """Connections opened while active (in this task and the tasks it starts) read with `FrameReceiver`; the
+    list holds their readers."""
+    _install()
     found: list[FrameReceiver] = []
     token = _captured.set(found)
     try:

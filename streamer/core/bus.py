@@ -328,6 +328,10 @@ class Bus:
         """An endpoint holds events of a batch back (`Sink.holding`): no checkpoint passes that batch."""
         return any(r.hold_from is not None for r in self.routes)
 
+    def writing(self) -> bool:
+        """An endpoint that has not failed has not written every published batch yet (`Downstream.writing`)."""
+        return any(r.failed is None and r.written_seq < self._seq for r in self.routes)
+
     def acked_seq(self) -> int:
         """Highest sequence number every route (failed ones included) has acknowledged."""
         if not self.routes:

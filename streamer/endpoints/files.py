@@ -36,7 +36,6 @@ RETRIABLE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.ESTAL
 """Write errors a spool waits out (a full or failing disk, a stale NFS handle); the file endpoint's one
 classification of retriable errors. Without a spool they fail the endpoint, naming the file."""
 
-JSON_SUFFIXES = (".jsonl", ".json", ".ndjson")
 
 log = logging.getLogger("streamer.endpoints.file")
 
@@ -63,7 +62,7 @@ def encoding_for(path: Path, requested: str | None) -> str:
         if value not in ("json", "bp", "bson"):
             raise EndpointError(f"unknown encoding {requested!r} (use json, bp or bson)")
         return value
-    return "json" if path.suffix.lower() in JSON_SUFFIXES else "bp"
+    return "json" if path.suffix.lower() in jsonenc.JSON_SUFFIXES else "bp"
 
 
 def encode_batch(events: Sequence[Event], encoding: str) -> bytes:

@@ -18,66 +18,79 @@ name, and provenance records (their own models), pass. A refusal is a
 `FieldError` naming the event and the field; the file sources report it as
 `FILE:LINE: reason`, as any malformed line.
 
-Checked per event from a table compiled once per event name: a few membership
-tests, cheap beside parsing the line.
+Checked per event by the rules compiled once per event name (`Rules`): a membership test per mandatory
+field, cheap beside parsing the line. Compiled by mypyc (setup.py's MYPYC) with `event.py`, so a file
+source's loop pays one call per event; the interpreted module is the reference.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from . import schema
-from .event import Event, FieldError
-
-Rules = tuple[frozenset[str], tuple[tuple[str, ...], ...], tuple[tuple[str, int, int], ...],
-              tuple[tuple[str, tuple[str, ...]], ...]]
-"""(mandatory fields, the same each with the names that satisfy it), (field, low, high), (field, allowed values)."""
-
-_rules: dict[str, Rules | None] = {}
-
-MANDATORY_ONLY: dict[str, frozenset[str]] = {}
-"""Event name -> its mandatory fields, for the names whose only rule they are (no range, no allowed values; an empty
-set for events the schema does not name): for those `event.fields.keys() >= MANDATORY_ONLY[name]` is the whole of
-`check`, which a hot loop tests inline and calls `check` only when it fails or the name is not here yet (`check`
-fills it)."""
+from streamer.events import schema
+from streamer.events.event import Event, FieldError
 
 
-def _compile(name: str) -> Rules | None:
+class Rules:
+    """What the schema asks of one event name beyond its fields' kinds (nothing for a name it does not name)."""
+
+    def __init__(self, required: tuple[tuple[str, ...], ...] = (), ranges: tuple[tuple[str, int, int], ...] = (),
+                 enums: tuple[tuple[str, tuple[str, ...]], ...] = ()) -> None:
+        self.required = required
+        """Each mandatory field, with the names that satisfy it (itself first, then its alternative)."""
+        self.mandatory = tuple(names[0] for names in required)
+        self.ranges = ranges
+        """(field, low, high): an int field's range."""
+        self.enums = enums
+        """(field, allowed values)."""
+
+
+_rules: dict[str, Rules] = {}
+
+
+def rules_of(name: str) -> Rules:
+    """The rules of event `name`, compiled from the schema on first use."""
+    rules = _rules.get(name)
+    if rules is None:
+        rules = _rules[name] = _compile(name)
+    return rules
+
+
+def _compile(name: str) -> Rules:
     table = schema.fields_of(name)
     if table is None:
-        return None
+        return Rules()
     short = name[len(schema.STAMPEDE):]
     tolerated = set(schema.ABSENT_TOLERATED.get(short, ()))
     required = tuple((field, *((alt,) if (alt := schema.ALTERNATIVE_NAMES.get((short, field))) else ()))
                      for field, (_, mandatory) in table.items() if mandatory and field not in tolerated)
     ranges = tuple((field, low, high) for (event, field), (low, high) in schema.INT_RANGES.items() if event == short)
     enums = tuple((field, values) for field, values in schema.ENUMS.items() if field in table and field != "level")
-    return frozenset(names[0] for names in required), required, ranges, enums
+    return Rules(required, ranges, enums)
 
 
 def check(event: Event) -> None:
     """Raise FieldError when `event` breaks a constraint of the schema (nothing for events it does not name)."""
     name = event.name
-    try:
-        rules = _rules[name]
-    except KeyError:
-        rules = _rules[name] = _compile(name)
-        if rules is None or not (rules[2] or rules[3]):
-            MANDATORY_ONLY[name] = frozenset() if rules is None else rules[0]
-    if rules is None:
-        return
-    mandatory, required, ranges, enums = rules
+    rules = rules_of(name)
     fields = event.fields
-    if not fields.keys() >= mandatory:  # the usual case costs one set comparison
-        for names in required:
-            if names[0] not in fields and not any(alt in fields for alt in names[1:]):
-                raise FieldError(f"{name}: mandatory field {names[0]} missing")
-    for field, low, high in ranges:
+    for field in rules.mandatory:  # the usual case: each one there
+        if field not in fields:
+            _mandatory(name, rules, fields)
+            break
+    for field, low, high in rules.ranges:
         value: Any = fields.get(field)
         if value is not None and not low <= value <= high:
             raise FieldError(f"{name}: field {field} = {value!r} is not within {low}..{high}")
-    for field, values in enums:
+    for field, values in rules.enums:
         value = fields.get(field)
         if value is not None and value not in values:
             raise FieldError(f"{name}: field {field} = {str(value)[:40]!r} is not a task type of the schema "
                              f"({', '.join(values)})")
+
+
+def _mandatory(name: str, rules: Rules, fields: dict[str, Any]) -> None:
+    """A mandatory field is absent under its own name: refused unless its alternative name is there."""
+    for names in rules.required:
+        if names[0] not in fields and not any(alt in fields for alt in names[1:]):
+            raise FieldError(f"{name}: mandatory field {names[0]} missing")

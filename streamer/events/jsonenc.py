@@ -21,6 +21,9 @@ from streamer.events.registry import note_unknown
 
 JSON_ID_KEY = "event_id"
 
+JSON_SUFFIXES = (".jsonl", ".json", ".ndjson")
+"""Event files whose lines are JSON (any other suffix: BP), read (`sources/decode`) and written (`endpoints/files`)."""
+
 _renamed: dict[str, str] = {}
 
 

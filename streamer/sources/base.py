@@ -43,6 +43,10 @@ class Downstream(Protocol):
     def holding(self) -> bool:
         """True while an endpoint holds events of a published batch back (nothing from it on is committed)."""
 
+    def writing(self) -> bool:
+        """True while an endpoint that has not failed has events of a published batch still to write (buffered,
+        parked or being written)."""
+
 
 class Source(abc.ABC):
     """Base of event sources (event-file follower, workflow monitor, broker tail): what each offers a run.

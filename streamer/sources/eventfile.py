@@ -18,11 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Sequence
 
-import orjson
 
 from streamer.util import checkpoint as checkpoints
-from streamer.events import Event, bp, chimbuko, constraints, jsonenc
+from streamer.events import Event
 from streamer.sources.base import Batch, Source, SourceError
+from streamer.events.jsonenc import JSON_SUFFIXES
+from streamer.sources.decode import decode_lines
 from streamer.sources.follow import Chunk, FileFollower, FilePosition
 
 log = logging.getLogger("streamer.source")
@@ -35,50 +36,6 @@ class InputError(SourceError, ValueError):
 
     good_lines: int = 0
     events: list = []
-
-
-JSON_SUFFIXES = (".jsonl", ".json", ".ndjson")
-"""Files whose lines are JSON: a line that is not is reported as such (not with the BP parser's reason)."""
-
-
-def decode_line(raw: bytes | str, *, json_file: bool = False) -> Event | None:
-    """One line -> Event; None for a blank or `#` comment line. Raises ValueError with the reason.
-
-    `json_file`: the line comes from a JSON-lines file, so one that is no JSON object is named so (a BP line
-    there is still read)."""
-    if isinstance(raw, bytes):
-        try:
-            raw = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise ValueError(f"not UTF-8 text (byte {exc.start})") from None
-    text = raw.strip()
-    if not text or text[0] == "#":
-        return None
-    if text[0] == "{":
-        if "\x00" in text:
-            raise ValueError("NUL byte in line")
-        try:
-            return jsonenc.parse_line(text)
-        except jsonenc.JSONError as exc:
-            record = orjson.loads(text) if str(exc) == jsonenc.NO_EVENT else None
-            if not chimbuko.looks_like_record(record):
-                raise
-            return chimbuko.event_from_record(record)  # a Chimbuko provenance record, known by its content
-    if not json_file:
-        return bp.parse_line(text)  # names a NUL byte itself
-    try:
-        return bp.parse_line(text)
-    except ValueError:
-        shown = repr(text[:40] + ("…" if len(text) > 40 else ""))
-        raise ValueError(f"not a JSON object (a .jsonl file holds one JSON event per line): {shown}") from None
-
-
-def _texts(lines: list[bytes]) -> list[bytes] | list[str]:
-    """Decode a chunk's lines in one call when it is all UTF-8 (the usual case)."""
-    try:
-        return b"\n".join(lines).decode("utf-8").split("\n")
-    except UnicodeDecodeError:
-        return lines
 
 
 @dataclass
@@ -187,29 +144,15 @@ class EventFileSource(Source):
         events: list[Event] = []
         for line_no, reason in chunk.problems:
             self._bad(path, line_no, reason)
-        number = chunk.first_line
-        where = str(path)
-        compiled = bp.parse_compiled
-        json_file = path.suffix.lower() in JSON_SUFFIXES
-        check, only = constraints.check, constraints.MANDATORY_ONLY
-        for raw in _texts(chunk.lines):
+
+        def bad(number: int, reason: str) -> None:
             try:
-                event = compiled(raw) or decode_line(raw, json_file=json_file)  # compiled: the common lines
-                if event is not None:
-                    mandatory = only.get(event.name)
-                    if mandatory is None or not event.fields.keys() >= mandatory:  # the whole check, inline
-                        check(event)
-            except ValueError as exc:
-                try:
-                    self._bad(path, number, str(exc))
-                except InputError as stop:
-                    stop.good_lines, stop.events = number - chunk.first_line, events
-                    raise
-            else:
-                if event is not None:
-                    event.origin = (where, number)  # named by an endpoint that refuses the event
-                    events.append(event)
-            number += 1
+                self._bad(path, number, reason)
+            except InputError as stop:
+                stop.good_lines, stop.events = number - chunk.first_line, events
+                raise
+
+        decode_lines(chunk.lines, chunk.first_line, str(path), path.suffix.lower() in JSON_SUFFIXES, events, bad)
         self.stats.lines += len(chunk.lines)
         self.stats.events += len(events)
         return events

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from streamer.sources.eventfile import decode_line
+from streamer.sources.decode import decode_line
 from streamer.util.limits import open_regular
 
 SAMPLE = 5

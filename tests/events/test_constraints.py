@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from streamer.events import FieldError, bp, constraints, jsonenc
-from streamer.sources.eventfile import decode_line
+from streamer.sources.decode import decode_line
 
 WF = "ea17e8ac-02ac-4909-b5e3-16e367392556"
 TS = "ts=2023-03-04T06:23:33.000000Z"

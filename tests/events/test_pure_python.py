@@ -60,6 +60,7 @@ NOT_IN_PURE_RUN = {  # module -> why scripts/test.sh does not run it a second ti
     "tests/endpoints/test_amqp.py": "server round trips: the codec paths are those of test_codecs",
     "tests/endpoints/test_amqp_fault.py": "server faults and restarts: no codec path of its own",
     "tests/endpoints/test_db.py": "server round trips: the codec paths are those of test_codecs",
+    "tests/endpoints/test_db_rollback.py": "server round trips: the codec paths are those of test_codecs",
     "tests/docs/test_reference.py": "generates the reference pages from the schema: no codec path",
     "tests/endpoints/test_concurrent_writers.py": "many writers into servers: the codec paths are those of "
                                                   "test_codecs",
@@ -84,7 +85,6 @@ NOT_IN_PURE_RUN = {  # module -> why scripts/test.sh does not run it a second ti
     "tests/amqp/test_connection_brokers.py": "broker URLs and failover: no codec path",
     "tests/run/test_pipeline.py": "the run's seams (downstream, metrics): no codec path of its own",
     "tests/util/test_mask_places.py": "passwords masked where URLs are printed: no codec path of its own",
-    "tests/docs/test_reference.py": "the reference pages generated from declarations: no codec path",
     "tests/cli/test_first_hour.py": "command-line behaviours (PostgreSQL, resume, options): codec paths of "
                                     "test_codecs and test_cli_load",
 }

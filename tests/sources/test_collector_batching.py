@@ -3,22 +3,28 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Sequence
 
 import aio_pika
 import pytest
 
-from streamer.events import bp, jsonenc
+from streamer.endpoints.base import Endpoint
+from streamer.events import Event, bp, jsonenc
+from streamer.run.pipeline import Run, RunOptions
+from streamer.run.wiring import unfiltered
 from streamer.sources.amqp.queue import QueueSource
 from streamer.sources.base import SourceError
 from streamer.util.urls import EndpointURL
 from tests.support.amqphelp import unique
 
 
+def _line(i: int) -> str:
+    return (f"ts=2023-11-14T22:13:{i % 60:02d}.000000Z event=stampede.xwf.start level=Info "
+            f"xwf.id=1e2a3b4c-0000-4000-8000-{i:012d} restart_count={i}")
+
+
 def _body(i: int) -> bytes:
-    return jsonenc.dumps(bp.parse_line(
-        f"ts=2023-11-14T22:13:{i % 60:02d}.000000Z event=stampede.xwf.start level=Info "
-        f"xwf.id=1e2a3b4c-0000-4000-8000-{i:012d} restart_count={i}"))
+    return jsonenc.dumps(bp.parse_line(_line(i)))
 
 
 async def _publish(channel: Any, queue: str, numbers: range) -> None:
@@ -75,6 +81,39 @@ async def test_a_batch_waits_linger_for_more(amqp_url: str, channel: Any) -> Non
         assert await asyncio.wait_for(sizes, 30) == [20]
     finally:
         await source.close()
+        await channel.queue_delete(queue)
+
+
+class Slow(Endpoint):
+    """An endpoint whose every write takes `delay` seconds (a database at load 30): what it was given, in order."""
+
+    def __init__(self, delay: float) -> None:
+        super().__init__(EndpointURL.parse("term:"))
+        self.delay, self.got = delay, []  # type: list[str]
+
+    async def write(self, batch: Sequence[Event]) -> None:
+        await asyncio.sleep(self.delay)
+        self.got.extend(event.id for event in batch)
+
+
+@pytest.mark.rabbitmq
+async def test_idle_never_ends_a_collector_its_endpoint_keeps_waiting(amqp_url: str, channel: Any) -> None:
+    """`idle` is a queue with nothing more, not a collector whose own window is full while its endpoint writes:
+    every write here outlasts `idle`, and the broker delivers nothing more until one is acknowledged. The
+    collector ended after the first batch (exit 0, 20 of 30 messages left in the queue: under load, a collected
+    database that lacked rows in every table, issue 24's "missing host rows")."""
+    queue = unique("streamer-coll-idle")
+    await channel.declare_queue(queue, durable=True)
+    try:
+        await _publish(channel, queue, range(30))
+        slow = Slow(delay=1.0)
+        source = QueueSource(EndpointURL.parse(f"{amqp_url}/{queue}?batch=10&prefetch=10&linger=0&idle=0.3"))
+        result = await asyncio.wait_for(Run(source, [unfiltered(slow)], RunOptions(progress=False, signals=False))
+                                        .run(), 60)
+        assert result.exit_code == 0
+        assert slow.got == [bp.parse_line(line).id for line in map(_line, range(30))]
+        assert (await channel.declare_queue(queue, passive=True)).declaration_result.message_count == 0
+    finally:
         await channel.queue_delete(queue)
 
 

@@ -170,6 +170,9 @@ class Holding:
     def holding(self) -> bool:
         return True
 
+    def writing(self) -> bool:
+        return False  # held, not being written
+
 
 async def read_held(source: Any, count: int) -> int:
     """Events read from `source` until `count` came, committing none (as while its endpoints hold every one of

@@ -71,19 +71,30 @@ async def pg_snapshot(dsn: str) -> dbcompare.Snapshot:
         await conn.close()
 
 
-async def rows_diff(collected: str, direct: str) -> str:
-    """How the rows of database `collected` differ from those of `direct` ("" when every table's are equal).
-    rc_meta is keyed by file name across workflows (generated workflows share `f.ID0000001`...): its value is that
-    of whichever workflow's event came first, which depends on how publishers interleaved, not on loading; it is
-    compared by key."""
-    got, expected = await pg_snapshot(collected), await pg_snapshot(direct)
-    for snap in (got, expected):
-        snap["rc_meta"] = Counter({row[:2]: n for row, n in snap["rc_meta"].items()})
+async def load_rows(dsn: str) -> dbcompare.Snapshot:
+    """The rows of the database at `dsn` as `rows_diff` compares them: rc_meta is keyed by file name across
+    workflows (generated workflows share `f.ID0000001`...): its value is that of whichever workflow's event came
+    first, which depends on how publishers interleaved, not on loading; it is compared by key. Take it once for a
+    reference that several loads are compared with."""
+    snap = await pg_snapshot(dsn)
+    snap["rc_meta"] = Counter({row[:2]: n for row, n in snap["rc_meta"].items()})
+    return snap
+
+
+async def rows_diff(collected: str, direct: str | dbcompare.Snapshot) -> str:
+    """How the rows of database `collected` differ from those of `direct` (a database, or its `load_rows`; ""
+    when every table's are equal): first a line per table that differs (how many rows extra and missing), then
+    the rows themselves, so that a cut print still names every table."""
+    got = await load_rows(collected)
+    expected = await load_rows(direct) if isinstance(direct, str) else direct
     diff = dbcompare.compare(got, expected)
-    return dbcompare.format_diff(diff) if diff else ""
+    if not diff:
+        return ""
+    summary = "; ".join(f"{table} +{len(extra)} -{len(missing)}" for table, (extra, missing) in diff.items())
+    return f"tables that differ (rows extra, missing): {summary}\n{dbcompare.format_diff(diff)}"
 
 
-async def assert_same_rows(collected: str, direct: str) -> None:
+async def assert_same_rows(collected: str, direct: str | dbcompare.Snapshot) -> None:
     """Every table's rows of `collected` equal those of `direct` (`rows_diff`)."""
     diff = await rows_diff(collected, direct)
     assert not diff, diff

@@ -1,10 +1,12 @@
-"""The collector's consumer, below aio-pika: deliveries appended to a list by the channel's own frame reader.
+"""The collector's consumer, below aio-pika: deliveries appended to a list by the connection's frame reader.
 
 aio-pika builds an `IncomingMessage` and aiormq starts a task per delivery; at a collector's rates (thousands of
-messages a second, each one small event) that was most of its CPU. Here the aiormq channel's delivery handler
-is replaced on that one channel: it reads the content header and body frames that follow a `Basic.Deliver` and
-appends `(delivery tag, body, properties)` to `Deliveries.items`, waking the batch gatherer through one event.
-No message object, no task, no callback per delivery.
+messages a second, each one small event) that was most of its CPU. The collector's connection is opened with
+`raw_deliveries` (`amqp/connection.connect`): it reads with the buffered frame reader of `amqp/frames.py`, and
+`Deliveries` taps its channel there, so the reader hands each delivery over raw and `Deliveries.add` appends
+`(delivery tag, body, content header)` to `Deliveries.items`, waking the batch gatherer through one event. No
+message object, no frame decoded, no task, no callback per delivery. This is the one delivery path: a connection
+without that reader (every other AMQP connection: publishers, `tail`, `status`) cannot be consumed from here.
 
 - Every delivery on the channel is kept, whichever of its consumers it came for: a window change on a quorum
   queue starts a new consumer and cancels the old one (`QueueSource._set_window`), and what the old one had
@@ -21,16 +23,23 @@ import asyncio
 import logging
 from typing import Any
 
+from streamer.amqp.frames import FrameReceiver
+
 log = logging.getLogger("streamer.collector")
 
-Delivery = tuple[int, bytes, Any]
-"""(delivery tag, body, its content header: `amqp.frames.properties` gives its `headers`, `message_id`, …)."""
+Delivery = tuple[int, bytes, bytes]
+"""(delivery tag, body, its raw content header: `amqp.frames.properties` gives its `headers`, `message_id`, …)."""
 
 
 class Deliveries:
     """What the consumers of one aiormq channel delivered, not yet taken."""
 
-    def __init__(self, channel: Any, name: str, receiver: Any = None) -> None:
+    def __init__(self, channel: Any, name: str, receiver: FrameReceiver | None) -> None:
+        """`receiver`: the frame reader of the channel's connection (`connection.receiver`, opened with
+        `raw_deliveries`)."""
+        if receiver is None:
+            raise RuntimeError(f"{name}: the collector's connection has no frame reader (connect it with "
+                               "raw_deliveries=True)")
         self.channel = channel
         """The aiormq channel (`await aio_pika_channel.get_underlay_channel()`)."""
         self.name = name
@@ -42,13 +51,10 @@ class Deliveries:
         """Completed once the broker cancelled the current consumer."""
         self.tag = ""
         """The current consumer's tag."""
-        if receiver is not None:  # the connection's frame reader hands deliveries over raw (`amqp/frames.py`)
-            receiver.tap(channel.number, self)
-        else:  # the channel's reader calls its `_on_deliver_frame` for every Basic.Deliver: this instance's instead
-            setattr(channel, "_on_deliver_frame", self._on_deliver)
+        receiver.tap(channel.number, self)  # the reader hands this channel's deliveries to `add`, raw
         channel.on_consumer_cancel_callbacks.add(self._on_cancel)
 
-    def add(self, tag: int, body: bytes, header: Any) -> None:
+    def add(self, tag: int, body: bytes, header: bytes) -> None:
         """A delivery (its raw content header: `frames.properties` decodes it when asked)."""
         items = self.items
         items.append((tag, body, header))
@@ -63,23 +69,6 @@ class Deliveries:
 
     async def cancel(self, tag: str) -> None:
         await self.channel.basic_cancel(tag)
-
-    async def _on_deliver(self, frame: Any) -> None:
-        get = self.channel._get_frame
-        header = await get()
-        size = header.body_size
-        body = b""
-        if size:
-            body = (await get()).value
-            if len(body) < size:  # a body over the frame size comes in several frames
-                parts = [body]
-                got = len(body)
-                while got < size:
-                    part = (await get()).value
-                    parts.append(part)
-                    got += len(part)
-                body = b"".join(parts)
-        self.add(frame.delivery_tag, body, header.properties)
 
     def _on_cancel(self, frame: Any) -> None:
         if frame.consumer_tag == self.tag and not self.lost.done():
@@ -114,5 +103,5 @@ class Deliveries:
         await self.channel.basic_reject(tag, requeue=False)
 
 
-def _unused(message: Any) -> None:  # pragma: no cover - `Deliveries._on_deliver` takes every delivery
+def _unused(message: Any) -> None:  # pragma: no cover - the frame reader hands every delivery to `add`
     """aiormq wants a consumer callback; deliveries never reach it."""

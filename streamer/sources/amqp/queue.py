@@ -33,8 +33,9 @@ collector has delivered them to its endpoints (the central PostgreSQL, files).
   binds it to that exchange (declared as a durable topic exchange when missing)
   with `?routing=PATTERNS` (event globs as topic keys; default every event).
   Without `declare`, the queue must exist.
-- `?idle=SECONDS`: end once no message came for that long (batch collection,
-  cron); without it the collector runs until SIGINT/SIGTERM.
+- `?idle=SECONDS`: end once no message came for that long and every message taken is acknowledged (batch
+  collection, cron): a collector whose endpoints are still writing is not idle, however long they take (its
+  full prefetch window is why nothing comes); without it the collector runs until SIGINT/SIGTERM.
 
 Messages are monitord's JSON form (with or without `event_id`), typed and
 checked as file input is (`jsonenc.from_dict`, the schema's constraints); a
@@ -199,7 +200,7 @@ class QueueSource(Source):
         while True:
             try:
                 self._connection = await connect(self.target, self.options, name="streamer collector",
-                                                 after=self.node or None)
+                                                 after=self.node or None, raw_deliveries=True)
                 self.node = node_of(self._connection)
                 self._generation += 1
                 return True
@@ -219,7 +220,7 @@ class QueueSource(Source):
         # limit only to consumers started after it (`_widen_window` widens a global one in place); quorum
         # queues and streams take only a per-consumer limit (`_widen_window` starts a new consumer then)
         await channel.set_qos(prefetch_count=self.prefetch, global_=self.queue_type == "classic")
-        self._channel, self._window, self._taken, self._gen_acked = channel, self.prefetch, 0, 0
+        self._channel, self._window, self._taken, self._gen_acked, self._yielded = channel, self.prefetch, 0, 0, 0
         if self.declare is not None:
             queue = await declare_queue(channel, self.declare)
         else:
@@ -231,7 +232,7 @@ class QueueSource(Source):
             for key in binding_keys(self.options.get("routing")):
                 await queue.bind(exchange, routing_key=key)
         deliveries = Deliveries(await channel.get_underlay_channel(), self.name,
-                                getattr(self._connection, "receiver", None))
+                                getattr(self._connection, "receiver", None))  # connected with raw_deliveries
         await deliveries.consume(queue.name, self._consume_arguments())
         self._deliveries = deliveries
         return deliveries
@@ -272,7 +273,7 @@ class QueueSource(Source):
                     if not done:
                         if await self._widen_window():
                             quiet_since = time.monotonic()
-                        elif (self.idle is not None
+                        elif (self.idle is not None and not self._waiting_for_endpoints()
                               and time.monotonic() - max(quiet_since, self._last_ack) >= self.idle):
                             log.info("%s: no message for %g s: done", self.name, self.idle)
                             break
@@ -291,10 +292,22 @@ class QueueSource(Source):
                 events, kept, refused = self._decode(messages)
                 for tag in refused:  # the queue's dead-letter exchange keeps it, where one is configured
                     await self._reject(deliveries, tag)
+                if kept:
+                    self._yielded = max(self._yielded, kept[0])
                 yield Batch(events=events, position=(self._generation, *kept) if kept else None,
                             done=self.received)
         finally:
             stop.cancel()
+
+    def _waiting_for_endpoints(self) -> bool:
+        """Messages of this connection handed to the endpoints are not acknowledged yet, and an endpoint is still
+        writing them: the collector waits for its endpoints (a full prefetch window delivers nothing more until
+        they commit), not for the queue, so `idle` does not count (it ended collectors whose database took longer
+        than `idle` to write a batch, their queue still full: exit 0 and rows missing). An endpoint that failed
+        writes nothing more: idle counts then, as before."""
+        if self._yielded <= self._gen_acked:
+            return False
+        return self.downstream is None or self.downstream.writing()
 
     async def _gather(self, deliveries: Deliveries, stop: Any, closed: Any) -> list[Delivery]:
         """The deliveries waiting and those after them: up to `batch_max`, or what came within `linger` seconds
