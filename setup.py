@@ -32,7 +32,7 @@ COMPILED = {  # module -> its C source
     "streamer.events._codec": "streamer/events/_codec.c",
 }
 
-HEADERS = ["streamer/events/_buffer.h"]  # included by the C file (and in the sdist)
+HEADERS = ["streamer/events/_buffer.h", "streamer/events/_blake2b.h"]  # included by the C file (and in the sdist)
 
 MYPYC = [  # the modules mypyc compiles (docs/internals/performance.md, "Compiled modules": why these)
     # not runner.py (one call per step; tests stand fakes in for its typed MonitorCore) nor engine/state.py

@@ -102,12 +102,15 @@ static void buffer_free(Buffer *b) {
 }
 
 /* How a compiled codec ends: frees the buffer and returns its text as bytes
- * (or, with `ascii`, as a str) when `done` > 0, None when it declined (0),
- * NULL when an error is set (-1). */
+ * (or, with `ascii`, as a str: the caller wrote ASCII only, so it is copied, not decoded)
+ * when `done` > 0, None when it declined (0), NULL when an error is set (-1). */
 static PyObject *buffer_finish(Buffer *b, int done, int ascii) {
     PyObject *result = NULL;
-    if (done > 0)
-        result = ascii ? PyUnicode_DecodeASCII(b->data, b->size, NULL) : PyBytes_FromStringAndSize(b->data, b->size);
+    if (done > 0 && ascii) {
+        if ((result = PyUnicode_New(b->size, 127)) != NULL) memcpy(PyUnicode_1BYTE_DATA(result), b->data, b->size);
+    } else if (done > 0) {
+        result = PyBytes_FromStringAndSize(b->data, b->size);
+    }
     buffer_free(b);
     if (done == 0) Py_RETURN_NONE;
     return result;

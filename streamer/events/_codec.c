@@ -6,8 +6,8 @@
  * Only public, stable C API is used; Events are built by calling their class
  * and read through their attributes; all state lives in the module object.
  *
- *   configure(event_type, plans, plan_for, blake2b, integer, number, timestamp, parse_ts) -> None
- *       the Event class, bp.py's plan cache and builder, hashlib's blake2b,
+ *   configure(event_type, plans, plan_for, integer, number, timestamp, parse_ts) -> None
+ *       the Event class, bp.py's plan cache and builder,
  *       and event.py's integer, number and timestamp converters (known by
  *       identity: their common texts are read here) and cached ts parser.
  *   split_line(line) -> dict[str, str] | None
@@ -22,17 +22,22 @@
  *       bp.format_event of every event, each line ended by a newline, when
  *       every event keeps its BP text and has its id.
  *   format_fields(head, fields) -> str | None
- *       `head` + ` key=value` for every field but `ts` and `level`.
+ *       `head` + ` key=value` for every field but `ts` and `level` (a list, dict or tuple as its repr).
  *   json_object(fields, keys, event_id, name) -> bytes | None
  *       `{"<keys[0]>":<first value>,...,"event_id":"<event_id>","event":"<name>"}`.
  *   canonical(name, fields) -> bytes | None
  *       the canonical form (version 1, canonical.py) the id hashes.
+ *   event_id(name, fields) -> str | None
+ *       event.content_id: the canonical form hashed by BLAKE2b-128 (_blake2b.h), as hex.
+ *   hash_hex(data) -> str
+ *       canonical.hash_form(data), by _blake2b.h (what the tests hold against hashlib).
  *   ensure_ids(events) -> int
  *       every event's `_id` as event.content_id computes it; how many it declined.
  *   encode_events(events, shapes, renamed_keys) -> int
  *       every event's id and `_json` as jsonenc.dumps writes it; how many it declined.
  */
 #include "_buffer.h"
+#include "_blake2b.h"
 #include <math.h>
 #include <stdint.h>
 
@@ -42,10 +47,9 @@
 /* Everything the module keeps, in the module object (PyObject pointers only:
  * traverse and clear walk it as an array). */
 typedef struct {
-    PyObject *event_type, *plans, *plan_for, *blake2b;
+    PyObject *event_type, *plans, *plan_for;
     PyObject *as_integer, *as_number, *as_timestamp, *parse_ts; /* event.py's converters, by identity */
-    PyObject *s_event, *s_ts, *s_level, *s_event_id, *s_name, *s_fields, *s_id, *s_bp, *s_json, *s_hexdigest;
-    PyObject *digest_size, *digest_kw;
+    PyObject *s_event, *s_ts, *s_level, *s_event_id, *s_name, *s_fields, *s_id, *s_bp, *s_json;
     PyObject *keys[KEY_SLOTS]; /* key text -> one shared str (see shared_key) */
 } State;
 
@@ -208,13 +212,13 @@ static PyObject *split_line(PyObject *module, PyObject *line) {
 /* ----------------------------------------------------------- parse_event */
 
 static PyObject *configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 8 || !PyType_Check(args[0]) || !PyDict_CheckExact(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "configure(event_type: type, plans: dict, plan_for, blake2b, "
+    if (nargs != 7 || !PyType_Check(args[0]) || !PyDict_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "configure(event_type: type, plans: dict, plan_for, "
                                          "integer, number, timestamp, parse_ts)");
         return NULL;
     }
     State *st = state_of(module);
-    PyObject **targets[] = {&st->event_type, &st->plans, &st->plan_for, &st->blake2b,
+    PyObject **targets[] = {&st->event_type, &st->plans, &st->plan_for,
                             &st->as_integer, &st->as_number, &st->as_timestamp, &st->parse_ts};
     for (Py_ssize_t i = 0; i < nargs; i++) Py_XSETREF(*targets[i], Py_NewRef(args[i]));
     Py_RETURN_NONE;
@@ -380,16 +384,19 @@ static int put_ascii(Buffer *b, PyObject *text) {
     return buffer_put(b, (const char *)PyUnicode_1BYTE_DATA(text), PyUnicode_GET_LENGTH(text));
 }
 
+/* the ASCII characters bp._NEEDS_QUOTES finds: is_blank's, `"` and `\` */
+static const unsigned char quote_char[128] = {
+    ['\t'] = 1, ['\n'] = 1, ['\v'] = 1, ['\f'] = 1, ['\r'] = 1, [0x1c] = 1, [0x1d] = 1, [0x1e] = 1, [0x1f] = 1,
+    [' '] = 1, ['"'] = 1, ['\\'] = 1,
+};
+
 /* bp._quote for an ASCII str: bare unless empty or holding a blank, `"` or `\` */
 static int put_text(Buffer *b, PyObject *value) {
     if (!PyUnicode_IS_ASCII(value)) return 0;
     const char *s = (const char *)PyUnicode_1BYTE_DATA(value);
     Py_ssize_t size = PyUnicode_GET_LENGTH(value);
     int quote = size == 0;
-    for (Py_ssize_t i = 0; i < size && !quote; i++) {
-        unsigned char c = (unsigned char)s[i];
-        quote = is_blank(c) || c == '"' || c == '\\';
-    }
+    for (Py_ssize_t i = 0; i < size && !quote; i++) quote = quote_char[(unsigned char)s[i] & 127];
     if (!quote) return buffer_put(b, s, size);
     if (buffer_reserve(b, size * 2 + 2) < 0) return -1;
     char *out = b->data + b->size;
@@ -413,6 +420,13 @@ static int put_text(Buffer *b, PyObject *value) {
 /* 1: appended; 0: a value type bp.py must write; -1: error */
 static int put_value(Buffer *b, PyObject *value) {
     if (PyUnicode_CheckExact(value)) return put_text(b, value);
+    if (PyList_CheckExact(value) || PyDict_CheckExact(value) || PyTuple_CheckExact(value)) {
+        PyObject *text = PyObject_Repr(value); /* bp._text_other: a container is written as its repr, quoted */
+        if (text == NULL) return -1;
+        int done = PyUnicode_CheckExact(text) ? put_text(b, text) : 0;
+        Py_DECREF(text);
+        return done;
+    }
     if (value == Py_None) return buffer_put(b, "None", 4);
     if (PyBool_Check(value)) return buffer_put(b, value == Py_True ? "1" : "0", 1);
     if (PyFloat_CheckExact(value)) return buffer_put_float(b, PyFloat_AS_DOUBLE(value));
@@ -439,10 +453,11 @@ static PyObject *format_fields(PyObject *self, PyObject *const *args, Py_ssize_t
     Py_ssize_t pos = 0;
     int done = put_ascii(&b, args[0]);
     while (done > 0 && PyDict_Next(args[1], &pos, &key, &value)) {
-        if (!PyUnicode_CheckExact(key)) { done = 0; break; }
+        if (!PyUnicode_CheckExact(key) || !PyUnicode_IS_ASCII(key)) { done = 0; break; }
         /* `ts` and `level` lead the line: bp.py writes them in `head` */
-        if (PyUnicode_CompareWithASCIIString(key, "ts") == 0 ||
-            PyUnicode_CompareWithASCIIString(key, "level") == 0) continue;
+        const char *k = (const char *)PyUnicode_1BYTE_DATA(key);
+        Py_ssize_t k_size = PyUnicode_GET_LENGTH(key);
+        if ((k_size == 2 && memcmp(k, "ts", 2) == 0) || (k_size == 5 && memcmp(k, "level", 5) == 0)) continue;
         if ((done = buffer_put(&b, " ", 1)) > 0 && (done = put_ascii(&b, key)) > 0 &&
             (done = buffer_put(&b, "=", 1)) > 0)
             done = put_value(&b, value);
@@ -608,34 +623,48 @@ static int field_before(const Field *a, const Field *b) {
     return order < 0 || (order == 0 && a->size < b->size);
 }
 
-/* what content_id hashes: new bytes, Py_None (new reference) when declined, NULL on an error */
-static PyObject *canonical_bytes(PyObject *event_name, PyObject *fields) {
+/* what content_id hashes, into `b` (initialised, empty): 1 done, 0 declined, -1 error */
+static int canonical_into(Buffer *b, PyObject *event_name, PyObject *fields) {
     Py_ssize_t count = PyDict_GET_SIZE(fields), name_size;
-    if (count > MAX_CANON_FIELDS) Py_RETURN_NONE;
+    if (count > MAX_CANON_FIELDS) return 0;
     const char *name = PyUnicode_AsUTF8AndSize(event_name, &name_size);
-    if (name == NULL) { PyErr_Clear(); Py_RETURN_NONE; }
+    if (name == NULL) { PyErr_Clear(); return 0; }
     Field sorted[MAX_CANON_FIELDS];
     PyObject *key, *value;
     Py_ssize_t pos = 0, n = 0;
     while (PyDict_Next(fields, &pos, &key, &value)) {
-        if (!PyUnicode_CheckExact(key) || !PyUnicode_IS_ASCII(key)) Py_RETURN_NONE;
+        if (!PyUnicode_CheckExact(key) || !PyUnicode_IS_ASCII(key)) return 0;
         Field field = {key, (const char *)PyUnicode_1BYTE_DATA(key), PyUnicode_GET_LENGTH(key), value, 0};
         field.is_ts = field.size == 2 && field.key[0] == 't' && field.key[1] == 's';
         Py_ssize_t at = n++;
         for (; at > 0 && field_before(&field, &sorted[at - 1]); at--) sorted[at] = sorted[at - 1];
         sorted[at] = field;
     }
+    int done = buffer_put(b, name, name_size);
+    if (done > 0) done = buffer_put(b, "\0{", 2);
+    for (Py_ssize_t i = 0; done > 0 && i < n; i++) {
+        if (i) done = buffer_put(b, ",", 1);
+        if (done > 0 && (done = append_string(b, sorted[i].name)) > 0 && (done = buffer_put(b, ":", 1)) > 0)
+            done = sorted[i].is_ts ? append_ts(b, sorted[i].value) : append_exact(b, sorted[i].value);
+    }
+    if (done > 0) done = buffer_put(b, "}", 1);
+    return done;
+}
+
+/* what content_id hashes: new bytes, Py_None (new reference) when declined, NULL on an error */
+static PyObject *canonical_bytes(PyObject *event_name, PyObject *fields) {
     Buffer b;
     buffer_init(&b);
-    int done = buffer_put(&b, name, name_size);
-    if (done > 0) done = buffer_put(&b, "\0{", 2);
-    for (Py_ssize_t i = 0; done > 0 && i < n; i++) {
-        if (i) done = buffer_put(&b, ",", 1);
-        if (done > 0 && (done = append_string(&b, sorted[i].name)) > 0 && (done = buffer_put(&b, ":", 1)) > 0)
-            done = sorted[i].is_ts ? append_ts(&b, sorted[i].value) : append_exact(&b, sorted[i].value);
-    }
-    if (done > 0) done = buffer_put(&b, "}", 1);
-    return buffer_finish(&b, done, 0);
+    return buffer_finish(&b, canonical_into(&b, event_name, fields), 0);
+}
+
+/* the hex BLAKE2b-128 of `size` bytes at `data`: a new str */
+static PyObject *hex_id(const char *data, Py_ssize_t size) {
+    PyObject *id = PyUnicode_New(32, 127);
+    if (id == NULL) return NULL;
+    static const char nothing[1] = {0};
+    blake2b16_hex((const unsigned char *)(size ? data : nothing), (size_t)size, (char *)PyUnicode_1BYTE_DATA(id));
+    return id;
 }
 
 static PyObject *canonical(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -644,6 +673,14 @@ static PyObject *canonical(PyObject *self, PyObject *const *args, Py_ssize_t nar
         return NULL;
     }
     return canonical_bytes(args[0], args[1]);
+}
+
+static PyObject *hash_hex(PyObject *self, PyObject *data) {
+    if (!PyBytes_Check(data)) {
+        PyErr_SetString(PyExc_TypeError, "hash_hex(data: bytes)");
+        return NULL;
+    }
+    return hex_id(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data));
 }
 
 /* ------------------------------------------------------------ join_lines */
@@ -716,18 +753,24 @@ static PyObject *json_names(PyObject *fields, PyObject *shapes, PyObject *rename
     return PyTuple_GET_ITEM(entry, 1) == Py_True ? Py_NewRef(PyTuple_GET_ITEM(entry, 0)) : NULL;
 }
 
-/* event.content_id(name, fields): a new str, Py_None (new reference) when declined, NULL on an error */
-static PyObject *content_id(State *st, PyObject *name, PyObject *fields) {
+/* event.content_id(name, fields): a new str, Py_None (new reference) when declined, NULL on an error;
+ * the canonical form is hashed where it was written (no bytes object, no hash object) */
+static PyObject *content_id(PyObject *name, PyObject *fields) {
     if (!PyUnicode_CheckExact(name) || !PyDict_CheckExact(fields)) Py_RETURN_NONE;
-    PyObject *data = canonical_bytes(name, fields);
-    if (data == NULL || data == Py_None) return data;
-    PyObject *call[2] = {data, st->digest_size};
-    PyObject *hash = PyObject_Vectorcall(st->blake2b, call, 1, st->digest_kw); /* blake2b(data, digest_size=16) */
-    Py_DECREF(data);
-    if (hash == NULL) return NULL;
-    PyObject *id = PyObject_CallMethodNoArgs(hash, st->s_hexdigest);
-    Py_DECREF(hash);
+    Buffer b;
+    buffer_init(&b);
+    int done = canonical_into(&b, name, fields);
+    PyObject *id = done > 0 ? hex_id(b.data, b.size) : done == 0 ? Py_NewRef(Py_None) : NULL;
+    buffer_free(&b);
     return id;
+}
+
+static PyObject *event_id(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyUnicode_Check(args[0]) || !PyDict_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "event_id(name: str, fields: dict)");
+        return NULL;
+    }
+    return content_id(args[0], args[1]);
 }
 
 /* the stable id of `event` (new reference), computed and stored in its `_id` when missing;
@@ -739,7 +782,7 @@ static PyObject *id_of(State *st, PyObject *event, PyObject *name, PyObject *fie
         return id;
     }
     Py_DECREF(id);
-    id = content_id(st, name, fields);
+    id = content_id(name, fields);
     if (id != NULL && id != Py_None && PyObject_SetAttr(event, st->s_id, id) < 0) Py_CLEAR(id);
     return id;
 }
@@ -772,7 +815,7 @@ static int ready_for(State *st, PyObject *events) {
         PyErr_SetString(PyExc_TypeError, "events must be a list");
         return -1;
     }
-    return st->event_type != NULL && st->blake2b != NULL;
+    return st->event_type != NULL;
 }
 
 static PyObject *ensure_ids(PyObject *module, PyObject *events) {
@@ -822,7 +865,7 @@ static PyObject *encode_events(PyObject *module, PyObject *const *args, Py_ssize
 
 static PyMethodDef methods[] = {
     {"configure", (PyCFunction)(void (*)(void))configure, METH_FASTCALL,
-     "configure(event_type, plans, plan_for, blake2b, integer, number, timestamp, parse_ts) -> None"},
+     "configure(event_type, plans, plan_for, integer, number, timestamp, parse_ts) -> None"},
     {"split_line", (PyCFunction)split_line, METH_O,
      "split_line(line) -> dict of a well-formed ASCII BP line, or None"},
     {"parse_event", (PyCFunction)parse_event, METH_O,
@@ -835,6 +878,10 @@ static PyMethodDef methods[] = {
      "json_object(fields, keys, event_id, name) -> JSON bytes, or None"},
     {"canonical", (PyCFunction)(void (*)(void))canonical, METH_FASTCALL,
      "canonical(name, fields) -> what event.content_id hashes, or None"},
+    {"event_id", (PyCFunction)(void (*)(void))event_id, METH_FASTCALL,
+     "event_id(name, fields) -> event.content_id's hex id, or None"},
+    {"hash_hex", (PyCFunction)hash_hex, METH_O,
+     "hash_hex(data) -> canonical.hash_form(data): hex BLAKE2b with a 16-byte digest"},
     {"ensure_ids", (PyCFunction)ensure_ids, METH_O,
      "ensure_ids(events) -> how many events it left without an id"},
     {"encode_events", (PyCFunction)(void (*)(void))encode_events, METH_FASTCALL,
@@ -844,14 +891,11 @@ static PyMethodDef methods[] = {
 
 static int exec_module(PyObject *module) {
     State *st = state_of(module);
-    static const char *const names[] = {"event", "ts", "level", "event.id", "name", "fields", "_id", "_bp", "_json",
-                                        "hexdigest"};
+    static const char *const names[] = {"event", "ts", "level", "event.id", "name", "fields", "_id", "_bp", "_json"};
     PyObject **targets[] = {&st->s_event, &st->s_ts, &st->s_level, &st->s_event_id, &st->s_name, &st->s_fields,
-                            &st->s_id, &st->s_bp, &st->s_json, &st->s_hexdigest};
+                            &st->s_id, &st->s_bp, &st->s_json};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if ((*targets[i] = PyUnicode_InternFromString(names[i])) == NULL) return -1;
-    if ((st->digest_size = PyLong_FromLong(16)) == NULL) return -1;
-    if ((st->digest_kw = Py_BuildValue("(s)", "digest_size")) == NULL) return -1;
     return 0;
 }
 

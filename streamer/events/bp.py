@@ -11,7 +11,6 @@ is not stored on the event.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from typing import Any, Callable
 
@@ -54,8 +53,8 @@ def _plan_for(name: str) -> Plan | None:
 
 
 _plans: dict[str, Plan | None] = {}
-if _fast is not None:  # the codec builds this Event class, with these plans, this hash and converters
-    _fast.configure(Event, _plans, _plan_for, hashlib.blake2b, *FAST_CONVERTERS)
+if _fast is not None:  # the codec builds this Event class, with these plans and converters
+    _fast.configure(Event, _plans, _plan_for, *FAST_CONVERTERS)
 _fast_parse = _fast.parse_event if _fast is not None else None
 
 COMPILED = _fast is not None
@@ -237,6 +236,8 @@ def format_event(event: Event, *, with_id: bool = True) -> str:
 
 def join(events: list[Event]) -> bytes:
     """The BP lines of `events` (`format_event`), each ended by a newline, in UTF-8."""
+    if not events:
+        return b""  # no line, no newline (both paths)
     if _fast is not None:
         data = _fast.join_lines(events)  # events read from BP, ids computed: their lines joined in C
         if data is None:  # some lack their BP text or id: cache them, then join again
@@ -256,18 +257,10 @@ def _format_fields(event: Event) -> str:
     head = (f"ts={format_ts(ts) if isinstance(ts, (int, float)) else _ts_now()} event={event.name}"
             f" level={fields.get('level') or 'Info'}")
     if _fast_format is not None:
-        line = _fast_format(head, fields)
-        if line is None and not _CONTAINERS.isdisjoint(map(type, fields.values())):
-            # a list or dict value (a composite's invocations) is written as its repr, quoted (`_text_other`):
-            # the compiled path writes that text as it writes any other
-            line = _fast_format(head, {key: repr(value) if type(value) in _CONTAINERS else value
-                                       for key, value in fields.items()})
+        line = _fast_format(head, fields)  # a list, dict or tuple value too: its repr, quoted (`_text_other`)
         if line is not None:
             return line
     return _format_python(head, fields)
-
-
-_CONTAINERS = frozenset((list, dict, tuple))
 
 
 def _format_python(head: str, fields: dict[str, Any]) -> str:

@@ -397,9 +397,9 @@ def content_id(name: str, fields: dict[str, Any]) -> str:
     id on purpose: a duplicate carries nothing new.
     """
     if _native is not None:
-        data = _native.canonical(name, fields)
-        if data is not None:
-            return canonical.hash_form(data)
+        text = _native.event_id(name, fields)
+        if text is not None:
+            return text
     return _content_id_python(name, fields)
 
 

@@ -75,12 +75,7 @@ def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
     Raises FileNotFoundError when nothing is there, NotRegularFile for a FIFO,
     socket, device, directory or symbolic link loop, OSError otherwise.
     """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        raise
-    except OSError as exc:
-        raise _named(path, exc) from None
+    fd = _open_fd(path)
     try:
         _refuse(path, os.fstat(fd).st_mode)
         os.set_blocking(fd, True)
@@ -88,6 +83,16 @@ def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
     except BaseException:
         os.close(fd)
         raise
+
+
+def _open_fd(path: str | os.PathLike[str]) -> int:
+    """`path` opened read-only without blocking (a FIFO with no writer would block `open` for ever)."""
+    try:
+        return os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise _named(path, exc) from None
 
 
 def check_regular(path: str | os.PathLike[str]) -> os.stat_result:
@@ -143,20 +148,29 @@ def read_bounded(path: str | os.PathLike[str], max_bytes: int = MAX_FILE) -> byt
     """The first `max_bytes` of a regular file (all of a normal one); warns when more was left out.
 
     Reads what the file holds (its size when opened, never a buffer sized by the
-    limit), so ten thousand small kickstart records cost ten thousand small reads.
+    limit), so ten thousand small kickstart records cost ten thousand small reads:
+    on the descriptor itself, no file object (open, fstat, read, fstat, close per file).
     Raises NotRegularFile (a FIFO, device, socket, directory, link loop) and OSError as `open_regular`.
     """
-    with open_regular(path) as handle:
-        size = os.fstat(handle.fileno()).st_size
-        parts = [handle.read(min(size, max_bytes))]
+    fd = _open_fd(path)
+    try:
+        _refuse(path, (st := os.fstat(fd)).st_mode)  # regular: O_NONBLOCK changes nothing for its reads
+        size = st.st_size
+        parts = [os.read(fd, min(size, max_bytes))]
         total = len(parts[0])
-        while total < max_bytes and os.fstat(handle.fileno()).st_size > total:  # grew since (a job writing)
-            more = handle.read(min(_READ, max_bytes - total))
+        while total < max_bytes:
+            if total >= size:  # read what it held when opened: more only if it grew since (a job writing)
+                size = os.fstat(fd).st_size
+                if size <= total:
+                    break
+            more = os.read(fd, min(size - total, _READ, max_bytes - total))
             if not more:
                 break
             parts.append(more)
             total += len(more)
-        cut = total >= max_bytes and bool(handle.read(1))
+        cut = total >= max_bytes and bool(os.read(fd, 1))
+    finally:
+        os.close(fd)
     if cut:
         log.warning("%s: larger than %d bytes: only its first %d bytes read", path, max_bytes, max_bytes)
     return parts[0] if len(parts) == 1 else b"".join(parts)

@@ -90,7 +90,8 @@ VALUES = st.one_of(
     st.text(alphabet=st.sampled_from(list('ab =\\"\n\r\t\x0b\x1c\u00e9')), max_size=12),
     st.integers(), st.integers(min_value=-(2**70), max_value=2**70),
     st.floats(allow_nan=True, allow_infinity=True), st.booleans(), st.none(),
-    st.lists(st.integers(), max_size=2),
+    st.lists(st.integers(), max_size=2), st.lists(st.text(max_size=3), max_size=2),
+    st.tuples(st.text(max_size=3)), st.dictionaries(st.text(max_size=2), st.floats(), max_size=2),
 )
 FIELDS = st.dictionaries(st.sampled_from(["ts", "level", "xwf.id", "job_inst.id", "argv", "k"]), VALUES)
 
@@ -103,13 +104,21 @@ def test_format_agrees_with_python_or_declines(fields: dict) -> None:
         assert got == bp._format_python("ts=x event=e level=Info", fields)
 
 
+def test_an_empty_batch_is_no_bytes() -> None:
+    assert bp.join([]) == b"" == fast.join_lines([])
+
+
 def test_format_examples() -> None:
     fields = {"ts": 1.5, "level": "Error", "s": "a b", "e": "", "q": 'x"\\\n', "i": 7, "big": 2**80,
               "f": 0.1, "t": True, "n": None}
     expected = 'H s="a b" e="" q="x\\"\\\\\\n" i=7 big=1208925819614629174706176 f=0.1 t=1 n=None'
     assert fast.format_fields("H", fields) == expected == bp._format_python("H", fields)
     assert fast.format_fields("H", {"k": "\u00e9"}) is None
-    assert fast.format_fields("H", {"k": [1]}) is None
+    containers = {"k": [1, "a b"], "d": {"x": 0.5}, "t": ("a", None)}  # written as their repr, quoted
+    assert fast.format_fields("H", containers) == 'H k="[1, \'a b\']" d="{\'x\': 0.5}" t="(\'a\', None)"' \
+        == bp._format_python("H", containers)
+    assert fast.format_fields("H", {"k": ["\u00e9"]}) is None  # a non-ASCII repr: bp.py writes it
+    assert fast.format_fields("H", {"k": [bp.Event]}) == bp._format_python("H", {"k": [bp.Event]})
 
 
 CONTAINERS = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=8)),

@@ -119,6 +119,22 @@ def test_fixed_vector_ids_are_stable() -> None:
     assert _vectors()[0]["id"] == content_id("stampede.xwf.start", canonical.fields_of(_vectors()[0]["fields"]))
 
 
+def test_the_codecs_own_blake2b_is_hashlibs() -> None:
+    """The codec hashes ids itself (_blake2b.h): every length around its 128-byte blocks, and random data."""
+    if native.CODEC is None:
+        return  # pure Python: hashlib is the only hash
+    import random
+
+    rng = random.Random(28)
+    lengths = [*range(0, 300), 383, 384, 385, 1023, 1024, 1025, 65_537]
+    for size in lengths:
+        for data in (bytes(rng.getrandbits(8) for _ in range(size)), b"\xff" * size, b"\x00" * size):
+            assert native.CODEC.hash_hex(data) == hashlib.blake2b(data, digest_size=16).hexdigest(), size
+    for vector in _vectors():
+        fields = canonical.fields_of(vector["fields"])
+        assert native.CODEC.event_id(vector["name"], fields) in (vector["id"], None), vector["name"]
+
+
 # ---------------------------------------------------------------- the corpus
 
 def corpus_id_listing(shared: Path) -> bytes:

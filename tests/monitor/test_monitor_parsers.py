@@ -332,3 +332,29 @@ def test_jobstate_lines_and_reader(tmp_path: Path) -> None:
     rotated = jobstate.JobstateWriter(path, rotate=True)
     rotated.close()
     assert path.read_text() == "" and (tmp_path / "jobstate.log.000").is_file()
+
+
+def test_epochdate_counts_as_datetime_does() -> None:
+    """The integer count of `epochdate` gives what datetime gives (`_epochdate_datetime`), refusals included."""
+    import random
+
+    rng = random.Random(28)
+    texts = [f"{y:04d}-{mo:02d}-{d:02d}T{rng.randrange(25):02d}:{rng.randrange(61):02d}:{rng.randrange(61):02d}"
+             f"{rng.choice(['', '.5', ',123456'])}{rng.choice(['Z', 'z', '+00:00', '-05:30', '+1400', '-99:59'])}"
+             for y in (1, 2, 1900, 1969, 1970, 2000, 2023, 2024, 2100, 9998, 9999)
+             for mo in range(0, 14) for d in (0, 1, 28, 29, 30, 31, 32)]
+    texts += [f"{y}-{mo:02d}-{d:02d}T{rng.randrange(24):02d}:{rng.randrange(60):02d}:{rng.randrange(60):02d}"
+              f"{rng.choice(['Z', '+02:00', '-0800'])}"
+              for y in (1900, 2000, 2023, 2024) for mo in range(1, 13) for d in range(1, 32)]  # every day
+    texts += ["20230304T062420Z", "2023-03-04 06:24:20+01:00", "x 2023-03-04T06:24:20-0000 y"]
+    checked = 0
+    for text in texts:
+        match = kickstart.RE_ISO.search(text)
+        assert match is not None, text
+        try:
+            expected = kickstart._epochdate_datetime(match)
+        except OverflowError:  # an offset past year 9999 or before year 1: datetime's own error, as before
+            continue
+        assert kickstart.epochdate(text) == expected, text
+        checked += expected is not None
+    assert checked > 1900

@@ -150,6 +150,29 @@ def test_read_bounded_reads_by_the_file_size(tmp_path: Path) -> None:
     assert read_bounded(path, max_bytes=25) == (b"- invocation: True\n" * 10)[:25]
 
 
+def test_read_bounded_closes_what_it_opens_and_says_what_it_cut(tmp_path: Path, caplog: pytest.LogCaptureFixture
+                                                                  ) -> None:
+    """Read on the descriptor itself: every descriptor closed (a refused FIFO's too), a cut file said once."""
+    from streamer.util.limits import NotRegularFile, read_bounded
+
+    path, empty, fifo = tmp_path / "job.err", tmp_path / "empty.out", tmp_path / "fifo.out"
+    path.write_bytes(bytes(range(256)) * 40)
+    empty.write_bytes(b"")
+    os.mkfifo(fifo)
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(50):
+        assert read_bounded(path) == bytes(range(256)) * 40
+        assert read_bounded(empty) == b""
+        with pytest.raises(NotRegularFile):
+            read_bounded(fifo)
+    assert len(os.listdir("/proc/self/fd")) == before
+    with caplog.at_level("WARNING", logger="streamer.util.limits"):
+        assert read_bounded(path, max_bytes=10_000) == (bytes(range(256)) * 40)[:10_000]
+        assert read_bounded(path, max_bytes=10_240) == bytes(range(256)) * 40  # exactly the limit: nothing cut
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{path}: larger than 10000 bytes: only its first 10000 bytes read"]
+
+
 # ---------------------------------------------------------------- 5. nothing lost without a word
 
 BOMB = "- invocation:\n    hostname: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
@@ -203,7 +226,8 @@ def test_the_loss_is_in_the_metrics(workflow: Path, tmp_path: Path) -> None:
 
     async def run() -> dict[str, int]:
         source = WorkflowSource(directory, timezone="UTC", write_jobstate=False)
-        result = await Run(source, build_endpoints([EndpointSpec(url=EndpointURL.parse(f"file://{tmp_path / 'out.jsonl'}"))]),
+        dest = EndpointSpec(url=EndpointURL.parse(f"file://{tmp_path / 'out.jsonl'}"))
+        result = await Run(source, build_endpoints([dest]),
                            RunOptions(progress=False, exporter=exporter)).run()
         assert result.exit_code == 0
         return result.dropped

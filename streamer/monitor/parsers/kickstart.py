@@ -43,13 +43,44 @@ RE_ISO = re.compile(
 )
 
 
+_MONTH_DAYS = (0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+
+
 def epochdate(text: Any) -> int | None:
-    """ISO-8601 text with a zone -> whole epoch seconds (fraction dropped, as monitord)."""
+    """ISO-8601 text with a zone -> whole epoch seconds (fraction dropped, as monitord).
+
+    Counted in integers (days from the civil date); the years next to datetime's range (1, 9999), where an
+    offset may leave it, go through `datetime` as before (`_epochdate_datetime`, the definition).
+    """
     if not isinstance(text, str):
         return None
     m = RE_ISO.search(text)
     if m is None:
         return None
+    year, month, day = int(m.group(1)), int(m.group(2)), int(m.group(3))
+    hour, minute, second = int(m.group(4)), int(m.group(5)), int(m.group(6))
+    if not 2 <= year <= 9998:
+        return _epochdate_datetime(m)
+    leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+    if not (1 <= month <= 12 and 1 <= day <= (29 if month == 2 and leap else _MONTH_DAYS[month])
+            and hour < 24 and minute < 60 and second < 60):
+        return None  # what datetime() refuses
+    # days since 1970-01-01 (H. Hinnant's days_from_civil)
+    y = year - 1 if month <= 2 else year
+    era = y // 400
+    yoe = y - era * 400
+    doy = (153 * (month - 3 if month > 2 else month + 9) + 2) // 5 + day - 1
+    days = era * 146097 + yoe * 365 + yoe // 4 - yoe // 100 + doy - 719468
+    epoch = days * 86400 + hour * 3600 + minute * 60 + second
+    tz = m.group(8)
+    if tz == "Z" or tz == "z":
+        return epoch
+    offset = int(m.group(9)) * 3600 + int(m.group(10)) * 60
+    return epoch + offset if tz[0] == "-" else epoch - offset
+
+
+def _epochdate_datetime(m: re.Match[str]) -> int | None:
+    """`epochdate` of a RE_ISO match through datetime (what the integer count is checked against)."""
     try:
         year, month, day, hour, minute, second = (int(m.group(i)) for i in range(1, 7))
         moment = datetime(year, month, day, hour, minute, second)
