@@ -329,8 +329,12 @@ class Bus:
         return any(r.hold_from is not None for r in self.routes)
 
     def writing(self) -> bool:
-        """An endpoint that has not failed has not written every published batch yet (`Downstream.writing`)."""
-        return any(r.failed is None and r.written_seq < self._seq for r in self.routes)
+        """`Downstream.writing`: an endpoint that has not failed has not written every published batch yet, or what
+        they wrote is not committed to the source yet (a checkpoint flushing the endpoints — a database committing
+        its transaction — or about to). Events an endpoint holds back, or a failed endpoint never writes, do not
+        count: nothing is coming for them."""
+        return (any(r.failed is None and r.written_seq < self._seq for r in self.routes)
+                or self._commit_lock.locked() or self.acked_seq() > self._committed_seq)
 
     def acked_seq(self) -> int:
         """Highest sequence number every route (failed ones included) has acknowledged."""

@@ -45,7 +45,7 @@ class Downstream(Protocol):
 
     def writing(self) -> bool:
         """True while an endpoint that has not failed has events of a published batch still to write (buffered,
-        parked or being written)."""
+        parked or being written), or written but not yet committed to the source (being flushed)."""
 
 
 class Source(abc.ABC):
