@@ -85,6 +85,36 @@ def test_timestamp_zones_and_ulog_time() -> None:
     assert utc.timestamp("2023-03-03 22:23:43-0800 x") == calendar.timegm((2023, 3, 4, 6, 23, 43))
 
 
+def _last_stamp(parser: dagman.LineParser, line: str) -> float | None:
+    """The definition: the last of all DAGMan stamps on the line (findall's last), None without one."""
+    found = dagman.RE_TS.findall(line)
+    return parser._epoch(found[-1]) + parser.adjust if found else None
+
+
+_STAMP_PARTS = st.sampled_from(["11/14/23 22:13:20", "1/2 3:04:05", "12/31/99 23:59:59", "/", " ", "x", "7",
+                                "11/14/23", "22:13:20", "1/2/3 4:05:06", "{", "(14.0.0)", "/a/b"])
+
+
+@settings(max_examples=300)
+@given(st.lists(_STAMP_PARTS, max_size=8), st.integers(min_value=-7200, max_value=7200))
+def test_timestamp_is_the_last_dagman_stamp(parts: list[str], adjust: int) -> None:
+    """The start-of-line shortcut (a stamp and no `/` after it) gives what findall's last stamp gives."""
+    line = "".join(parts)
+    parser = dagman.LineParser("UTC", adjust)
+    try:
+        expected = _last_stamp(parser, line)
+    except (ValueError, OverflowError):
+        with pytest.raises(dagman.BadTime):
+            parser.timestamp(line)
+        return
+    if expected is None:
+        assert parser.timestamp(line) is None
+    else:
+        assert parser.timestamp(line) == expected
+    assert parser.timestamp("11/14/23 22:13:20 a /b 1/2 3:04:05") == parser._epoch(("1", "2", "", "3", "04", "05")) + adjust
+    assert parser.timestamp("11/14/23 22:13:20 Event: x") == parser._epoch(("11", "14", "23", "22", "13", "20")) + adjust
+
+
 def test_parse_skips_lines_without_timestamp() -> None:
     parser = dagman.LineParser("UTC")
     assert parser.parse("\tassigned HTCondor ID (2.0.0)") is None

@@ -76,10 +76,11 @@ class Outputs:
                 path += f".{job.output_counter:03d}"
                 job.rotated = True
             records = self._kickstart_records(job, path)
-        lite_exit = self._pegasuslite_exitcode(job)
-        if lite_exit is not None:
-            job.exitcode = lite_exit
-        self._read_err_file(job)
+        lite_path, lite_text = self._lite_error_file(job)
+        m = RE_LITE_EXIT.search(lite_text) if lite_text is not None else None
+        if m:
+            job.exitcode = m.group(1)
+        self._read_err_file(job, lite_path, lite_text)
         task_id = 1
         if records:
             found = self.inv.fold_records(job, records)
@@ -198,22 +199,23 @@ class Outputs:
             self.emit("rc.pfn", {"ts": self.ctx.current_ts, "xwf.id": self.wf_uuid,
                                  "lfn.id": entry[0], "pfn": entry[1], "site": site})
 
-    def _pegasuslite_exitcode(self, job: Job) -> Any:
+    def _lite_error_file(self, job: Job) -> tuple[str | None, str | None]:
+        """(path, text) of the .sub file's `error` file, where PegasusLite writes its exit code."""
         if job.error_file is None:
-            return None
+            return None, None
         name = job.error_file + (f".{job.output_counter:03d}" if job.rotated else "")
-        text = read_text(os.path.join(self.ctx.run_dir, name))
-        if text is None:
-            return None
-        m = RE_LITE_EXIT.search(text)
-        return m.group(1) if m else None
+        path = os.path.join(self.ctx.run_dir, name)
+        return path, read_text(path)
 
-    def _read_err_file(self, job: Job) -> None:
+    def _read_err_file(self, job: Job, read_path: str | None, read: str | None) -> None:
+        """The job's `.err` file; `read` is the text just read from `read_path` (the same file, as a
+        rule: the .sub file's `error` path; read once then, as a string compare of the paths says)."""
         if job.error_file is None:
             job.stderr_text = None
             return
         name = job.name + ".err" + (f".{job.output_counter:03d}" if job.rotated else "")
-        text = read_text(os.path.join(job.submit_dir, name))
+        path = os.path.join(job.submit_dir, name)
+        text = read if path == read_path else read_text(path)
         if text is None:
             job.stderr_text = None
             return

@@ -230,9 +230,17 @@ class LineParser:
             raise BadTime(f"not a valid time ({exc})") from None
 
     def _timestamp(self, line: str) -> float | None:
-        found = RE_TS.findall(line)
-        if found:
-            key = found[-1]  # the last one: an event's own time, after DAGMan's log time
+        first = RE_TS.match(line)
+        key: tuple | None = None
+        if first is not None and line.find("/", first.end()) < 0:
+            # DAGMan's own stamp at the start and no `/` after it: no later stamp can follow (each has a
+            # `/`), so this is findall's only (and last) one, with its groups as findall gives them
+            key = first.groups("")
+        else:
+            found = RE_TS.findall(line)
+            if found:
+                key = found[-1]  # the last one: an event's own time, after DAGMan's log time
+        if key is not None:
             value = self._cache.get(key)
             if value is None:
                 if len(self._cache) > 4096:

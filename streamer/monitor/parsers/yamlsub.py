@@ -86,8 +86,13 @@ class _Parser:
                 or text.startswith(("\n", "---", "..."))):
             self.lines, self.numbers = _careful_lines(raw)
         else:  # no tab, blank line, trailing blank or document marker (kickstart's records): only split
-            get = _split_lines.get
-            self.lines = [get(line) or _split_line(line) for line in raw[:-1]]  # raw[-1]: after the last \n
+            cache = _split_lines  # typed: the compiled lookup is a direct dict access, not a bound method call
+            lines: list[tuple[int, str]] = []
+            for i in range(len(raw) - 1):  # raw[-1]: after the last \n
+                line = raw[i]
+                split = cache.get(line)
+                lines.append(split if split is not None else _split_line(line))
+            self.lines = lines
             self.numbers = None
         self.pos = 0
         self.depth = 0
