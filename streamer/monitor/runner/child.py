@@ -65,10 +65,11 @@ def serve() -> int:
         try:
             if op == "open":
                 options, level = args
-                from streamer.util.runtime import log_to_stderr, tune_gc
+                from streamer.util.runtime import limit_malloc_arenas, log_to_stderr, tune_gc
 
                 log_to_stderr(level)
                 tune_gc()  # as the parent: the engine's state lives for the whole run (~4% of a replay's parsing)
+                limit_malloc_arenas()
                 core = MonitorCore(**options)
                 result: Any = None
             elif core is None:
