@@ -104,6 +104,30 @@ def test_sqlite_database_is_locked_is_retried(tmp_path: Path, golden: Path) -> N
     assert_same(dbcompare.sqlite_snapshot(str(db)), golden_snapshot(golden, "hierarchical_wf_success"))
 
 
+def test_a_sqlite_database_locked_while_it_is_opened_is_retried(tmp_path: Path) -> None:
+    """Several runs opening one new database at once: the one that finds it locked (here: held exclusively for
+    longer than its busy timeout, as the switch to WAL can be refused at once) waits and opens it; it ended with
+    "not a usable SQLite database: database is locked" (bench/concurrency.py, 5 runs into one file, in CI)."""
+    db = tmp_path / "shared.db"
+    holder = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    holder.execute("CREATE TABLE other (x)")
+    holder.execute("BEGIN EXCLUSIVE")
+    threading.Timer(0.5, lambda: holder.execute("COMMIT")).start()
+    endpoint = create_endpoint(EndpointURL.parse(f"sqlite:///{db}?busy_timeout=0.1&retry_for=20"))
+
+    async def run() -> None:
+        await endpoint.open()
+        await endpoint.close()
+
+    try:
+        asyncio.run(run())
+    finally:
+        holder.close()
+    assert endpoint.retry_stats.by_kind.get(LOCK_TIMEOUT, 0) >= 1
+    tables = {row[0] for row in sqlite3.connect(db).execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert {"workflow", "job", "dbversion"} <= tables
+
+
 async def test_short_faults_are_quiet_and_persistent_ones_fail(caplog: pytest.LogCaptureFixture) -> None:
     calls = []
 

@@ -151,13 +151,24 @@ class SQLiteEndpoint(Endpoint):
                                    check_same_thread=False)  # any thread of the pool, one at a time
         except sqlite3.Error as exc:
             raise EndpointError(f"{self.name}: cannot open {self.path}: {exc}") from None
+        def prepare() -> None:
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute(f"PRAGMA synchronous={sync}")
+                _ensure_schema(conn, self.name, upgrade=self.flag("upgrade_schema"))
+            except sqlite3.OperationalError as exc:
+                # several runs opening one new database at once: the switch to WAL can be refused at once
+                # (SQLite does not wait its busy timeout there), "database is locked": try again
+                kind = sqlite_fault(exc)
+                if kind is None:
+                    raise
+                raise TransientError(kind, f"{self.path}: {exc}") from None
+
         try:
             sync = str(self.option("synchronous", "full")).upper()
             if sync not in ("OFF", "NORMAL", "FULL", "EXTRA"):
                 raise EndpointError(f"{self.name}: synchronous must be off, normal, full or extra")
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute(f"PRAGMA synchronous={sync}")
-            _ensure_schema(conn, self.name, upgrade=self.flag("upgrade_schema"))
+            retrying_sync(self.name, "opening the database", prepare, self.policy, self.retry_stats)
         except sqlite3.DatabaseError as exc:
             conn.close()
             raise EndpointError(f"{self.name}: {self.path} is not a usable SQLite database: {exc}") from None
